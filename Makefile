@@ -1,0 +1,36 @@
+# make verify: set up .venv if needed, verify every bundled table, render its diagrams.
+# make test:   lint, type-check and run the test suite.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+TABLES := $(sort $(wildcard spec/*.yaml))
+# The editable install links each module; a new module (or a changed pyproject) needs it re-run.
+SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml spec/*.json impl/*.py verify/*.py diagrams/*.py))
+SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(SETUP_HASH)
+
+.PHONY: setup check verify test lint typecheck bench clean
+
+setup: $(STAMP)
+
+$(STAMP):
+	@rm -f $(VENV)/.installed-*
+	./scripts/setup.sh
+	@touch $@
+
+check: setup
+	$(BIN)/agentfsm check $(TABLES)
+
+verify: check
+
+lint: setup
+	$(BIN)/ruff check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

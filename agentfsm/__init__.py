@@ -1,0 +1,8 @@
+"""agentfsm: model-checked transition tables for LLM-agent state machines.
+
+One declarative table per machine drives the runtime (``agentfsm.impl``), the verifier
+(``agentfsm.verify``), the diagrams (``agentfsm.diagrams``) and the conformance kit; the
+table language and its compiled model live in ``agentfsm.spec``.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,40 @@
+"""The one entry point: ``agentfsm SUBCOMMAND``. Each architectural part registers its own."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agentfsm import __version__
+from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
+from agentfsm.spec import commands as spec_commands
+
+PARTS = [spec_commands]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentfsm", description="Model-checked transition tables for "
+                                     "LLM-agent state machines.")
+    parser.add_argument("--version", action="version", version=f"agentfsm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for part in PARTS:
+        part.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except BadInput as exc:
+        print(f"agentfsm: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Diagrams of tables: Graphviz and Mermaid renderers over a small drawing model."""

@@ -1,0 +1,457 @@
+"""The builder: a YAML document becomes a compiled, checked Table.
+
+Three phases, each reporting every independent error it finds: the YAML reader
+(syntax, duplicate keys, hostile input), the JSON Schema (shape, unknown fields), and
+the builder proper (names, types, ranges, structural rules, expressions).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from agentfsm.spec import expr as ex
+from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError
+from agentfsm.spec.model import (
+    WILDCARD,
+    Action,
+    Event,
+    Invariant,
+    Param,
+    Property,
+    Row,
+    State,
+    Table,
+    Unhandled,
+    Update,
+    Variable,
+)
+from agentfsm.spec.yamlio import Document, load_document
+from agentfsm.spec.yamlio import Path as NodePath
+from jsonschema.exceptions import ValidationError, best_match
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED = {"state", "true", "false", "True", "False", "None"}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("agentfsm.spec").joinpath("schema.json").read_text(encoding="utf-8")
+    result: dict[str, Any] = json.loads(text)
+    return result
+
+
+def load_table(path: str | Path, overrides: Mapping[str, ex.Value] | None = None) -> Table:
+    """Read, validate and compile a table file; raise TableError listing every problem."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise TableError([Diagnostic(Mark(name, 1, 1), f"cannot read file: {exc.strerror}")]) from None
+    return load_table_bytes(raw, name, overrides)
+
+
+def load_table_bytes(raw: bytes, file: str, overrides: Mapping[str, ex.Value] | None = None) -> Table:
+    doc = load_document(raw, file)
+    validate_schema(doc)
+    return _Builder(doc, file, dict(overrides or {})).build()
+
+
+def validate_schema(doc: Document) -> None:
+    errors = Collector()
+    if not isinstance(doc.data, dict):
+        errors.error(doc.mark(()), "a table must be a mapping with 'format: 1', 'machine', 'states', ...")
+        errors.raise_if_any()
+    validator = jsonschema.Draft202012Validator(schema())
+    seen: set[NodePath] = set()
+    for error in sorted(validator.iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path]):
+        if error.context:
+            error = best_match(error.context) or error
+        path: NodePath = tuple(error.absolute_path)
+        if path in seen:
+            continue
+        seen.add(path)
+        mark, message = _describe(doc, error, path)
+        errors.error(mark, message)
+    errors.raise_if_any()
+
+
+def _where(path: NodePath) -> str:
+    if not path:
+        return "the table"
+    parts = [f"[{p}]" if isinstance(p, int) else str(p) for p in path]
+    return ".".join(parts).replace(".[", "[")
+
+
+def _describe(doc: Document, error: ValidationError, path: NodePath) -> tuple[Mark, str]:
+    where = _where(path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema_node = error.schema if isinstance(error.schema, dict) else {}
+        allowed = sorted(schema_node.get("properties", {}))
+        extra = [k for k in error.instance if k not in allowed]
+        if extra and allowed:
+            return (doc.key_mark(path + (extra[0],)),
+                    f"unknown field {extra[0]!r} in {where} (expected one of: {', '.join(allowed)})")
+    if error.validator == "required":
+        return doc.mark(path), f"{where}: {error.message}"
+    if error.validator == "const" and path == ("format",):
+        return doc.mark(path), f"unsupported table format {error.instance!r}: this agentfsm reads format 1"
+    if error.validator == "pattern":
+        what = "a name" if "*" not in str(error.validator_value) else "a state name or '*'"
+        return doc.mark(path), f"{where}: {error.instance!r} is not {what} (letters, digits, '_')"
+    if error.validator == "propertyNames":
+        keys = list(error.instance) if isinstance(error.instance, dict) else []
+        bad = next((k for k in keys if not _IDENTIFIER.match(k)), "")
+        return doc.key_mark(path + (bad,)), f"{where}: {bad!r} is not a valid name (letters, digits, '_')"
+    if error.validator == "type":
+        expected = error.validator_value
+        expected_text = " or ".join(expected) if isinstance(expected, list) else expected
+        return doc.mark(path), f"{where} must be {expected_text}, found {_kind(error.instance)}"
+    return doc.mark(path), f"{where}: {error.message}"
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__)
+
+
+def _expr_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _Builder:
+    def __init__(self, doc: Document, file: str, overrides: dict[str, ex.Value]) -> None:
+        self.doc = doc
+        self.data: dict[str, Any] = doc.data
+        self.file = file
+        self.overrides = overrides
+        self.errors = Collector()
+        self.symbols: dict[str, ex.Symbol] = {}
+        self.state_index: dict[str, int] = {}
+
+    def mark(self, *path: str | int) -> Mark:
+        return self.doc.mark(path)
+
+    def key_mark(self, *path: str | int) -> Mark:
+        return self.doc.key_mark(path)
+
+    def expression(self, value: object, path: NodePath, scope: ex.Scope,
+                   want: ex.Type | None) -> tuple[ex.Expr, ex.Type, str] | None:
+        text = _expr_text(value)
+        try:
+            parsed, typ = ex.parse(text, scope, want)
+        except ex.ExprError as err:
+            self.errors.error(self.doc.mark(path).shifted(err.col), err.message)
+            return None
+        return parsed, typ, text
+
+    def constant_int(self, value: object, path: NodePath) -> int | None:
+        scope = ex.Scope(self.const_symbols(), {}, allow_state=False)
+        result = self.expression(value, path, scope, "int")
+        if result is None:
+            return None
+        folded = ex.constant_value(result[0])
+        if folded is None:
+            self.errors.error(self.doc.mark(path), "a bound must be an integer or an expression over constants")
+            return None
+        return int(folded)
+
+    def const_symbols(self) -> dict[str, ex.Symbol]:
+        return {k: s for k, s in self.symbols.items() if s.kind == "const"}
+
+    def build(self) -> Table:
+        constants = self.constants()
+        variables = self.variables()
+        states = self.states()
+        actions = self.actions()
+        events = self.events()
+        self.errors.raise_if_any()
+        state_index = dict(self.state_index)
+        event_index = {e.name: e for e in events}
+        action_index = {a.name: a for a in actions}
+        rows = self.rows(states, event_index, action_index, len(variables))
+        unhandled = self.unhandled(action_index)
+        invariants = self.invariants()
+        properties = self.properties(event_index)
+        for state in states:
+            if state.transient and not any(r.source == state.name for r in rows):
+                self.errors.error(self.key_mark("states", state.name),
+                                  f"transient state {state.name!r} has no eventless row to leave it by")
+        self.errors.raise_if_any()
+        by_state_event: dict[tuple[int, str], tuple[Row, ...]] = {}
+        eventless: dict[int, tuple[Row, ...]] = {}
+        for state in states:
+            if state.final:
+                continue
+            if state.transient:
+                eventless[state.index] = tuple(r for r in rows if r.source == state.name)
+                continue
+            for event in events:
+                own = [r for r in rows if r.source == state.name and r.event == event.name]
+                wild = [r for r in rows if r.wildcard and r.event == event.name]
+                if own or wild:
+                    by_state_event[(state.index, event.name)] = tuple(own + wild)
+        return Table(
+            file=self.file, machine=self.data["machine"], title=self.data.get("title", ""),
+            source=self.data.get("source", ""), description=self.data.get("description", ""),
+            constants=constants, variables=variables, states=states, events=events,
+            actions=actions, rows=rows, unhandled=unhandled, invariants=invariants,
+            properties=properties, state_index=state_index, event_index=event_index,
+            action_index=action_index, rows_by_state_event=by_state_event, eventless_rows=eventless,
+        )
+
+    def constants(self) -> dict[str, ex.Value]:
+        constants: dict[str, ex.Value] = dict(self.data.get("constants") or {})
+        for name, value in self.overrides.items():
+            if name not in constants:
+                self.errors.error(self.mark("constants") if "constants" in self.data else self.mark(),
+                                  f"--set {name}: the table has no constant {name!r}")
+            elif isinstance(constants[name], bool) != isinstance(value, bool):
+                self.errors.error(self.mark("constants", name),
+                                  f"--set {name}: expected {_kind(constants[name])}, got {_kind(value)}")
+            else:
+                constants[name] = value
+        for name, value in constants.items():
+            if name in RESERVED:
+                self.errors.error(self.key_mark("constants", name), f"{name!r} is a reserved name")
+            typ: ex.Type = "bool" if isinstance(value, bool) else "int"
+            self.symbols[name] = ex.Symbol("const", typ, value=value)
+        return constants
+
+    def declare(self, name: str, symbol: ex.Symbol, path: NodePath, what: str) -> None:
+        if name in RESERVED:
+            self.errors.error(self.doc.key_mark(path), f"{name!r} is a reserved name")
+        elif name in self.symbols:
+            self.errors.error(self.doc.key_mark(path),
+                              f"{what} {name!r} shadows the {self.symbols[name].kind} of the same name")
+        else:
+            self.symbols[name] = symbol
+
+    def int_range(self, spec: dict[str, Any], path: NodePath, typ: str) -> tuple[int, int]:
+        if typ == "bool":
+            for key in ("min", "max"):
+                if key in spec:
+                    self.errors.error(self.doc.key_mark(path + (key,)), f"a bool has no '{key}'")
+            return 0, 1
+        missing = [k for k in ("min", "max") if k not in spec]
+        if missing:
+            self.errors.error(self.doc.mark(path), f"an int needs '{missing[0]}'")
+            return 0, 0
+        lo = self.constant_int(spec["min"], path + ("min",))
+        hi = self.constant_int(spec["max"], path + ("max",))
+        if lo is None or hi is None:
+            return 0, 0
+        if lo > hi:
+            self.errors.error(self.doc.mark(path + ("max",)), f"empty range: min {lo} is above max {hi}")
+        return lo, hi
+
+    def variables(self) -> tuple[Variable, ...]:
+        result = []
+        for slot, (name, spec) in enumerate((self.data.get("variables") or {}).items(), start=1):
+            path: NodePath = ("variables", name)
+            typ = spec["type"]
+            lo, hi = self.int_range(spec, path, typ)
+            init_value: ex.Value = False if typ == "bool" else lo
+            scope = ex.Scope(self.const_symbols(), {}, allow_state=False)
+            parsed = self.expression(spec["init"], path + ("init",), scope, typ)
+            if parsed is not None:
+                folded = ex.constant_value(parsed[0])
+                if folded is None:
+                    self.errors.error(self.doc.mark(path + ("init",)), "'init' must be a constant expression")
+                else:
+                    init_value = folded
+                    if typ == "int" and not lo <= int(folded) <= hi:
+                        self.errors.error(self.doc.mark(path + ("init",)),
+                                          f"init {folded} is outside {name}'s range {lo}..{hi}")
+            self.declare(name, ex.Symbol("var", typ, slot=slot), path, "variable")
+            result.append(Variable(name, typ, lo, hi, init_value, spec.get("description", "")))
+        return tuple(result)
+
+    def states(self) -> tuple[State, ...]:
+        result = []
+        for index, (name, spec) in enumerate(self.data["states"].items()):
+            spec = spec or {}
+            state = State(name, index, bool(spec.get("initial")), bool(spec.get("final")),
+                          bool(spec.get("transient")), spec.get("description", ""))
+            if state.transient and (state.initial or state.final):
+                self.errors.error(self.key_mark("states", name),
+                                  f"state {name!r}: a transient state cannot be "
+                                  f"{'initial' if state.initial else 'final'} (observable states are never transient)")
+            if state.initial and state.final:
+                self.errors.error(self.key_mark("states", name), f"state {name!r} cannot be both initial and final")
+            self.state_index[name] = index
+            result.append(state)
+        initial = [s for s in result if s.initial]
+        if not initial:
+            self.errors.error(self.key_mark("states"), "no initial state: mark exactly one state 'initial: true'")
+        for extra in initial[1:]:
+            self.errors.error(self.key_mark("states", extra.name),
+                              f"second initial state {extra.name!r} (first is {initial[0].name!r})")
+        return tuple(result)
+
+    def actions(self) -> tuple[Action, ...]:
+        result = []
+        for name, spec in (self.data.get("actions") or {}).items():
+            spec = spec or {}
+            effect = spec.get("effect", "internal")
+            idempotent = spec.get("idempotent", effect == "internal")
+            result.append(Action(name, effect, idempotent, spec.get("description", "")))
+        return tuple(result)
+
+    def events(self) -> tuple[Event, ...]:
+        result = []
+        for name, spec in self.data["events"].items():
+            spec = spec or {}
+            params = []
+            for pname, pspec in (spec.get("params") or {}).items():
+                path: NodePath = ("events", name, "params", pname)
+                if pname in RESERVED:
+                    self.errors.error(self.doc.key_mark(path), f"{pname!r} is a reserved name")
+                elif pname in self.symbols:
+                    self.errors.error(self.doc.key_mark(path), f"parameter {pname!r} of {name} shadows the "
+                                      f"{self.symbols[pname].kind} of the same name")
+                lo, hi = self.int_range(pspec, path, pspec["type"])
+                params.append(Param(pname, pspec["type"], lo, hi))
+            result.append(Event(name, tuple(params), spec.get("description", "")))
+        return tuple(result)
+
+    def check_actions(self, names: list[str], path: NodePath, actions: Mapping[str, Action]) -> tuple[str, ...]:
+        for i, name in enumerate(names):
+            if name not in actions:
+                self.errors.error(self.doc.mark(path + (i,)), f"unknown action {name!r}")
+        return tuple(names)
+
+    def rows(self, states: tuple[State, ...], events: Mapping[str, Event],
+             actions: Mapping[str, Action], nvars: int) -> tuple[Row, ...]:
+        result = []
+        for i, spec in enumerate(self.data["transitions"]):
+            row = self.row(i, spec, states, events, actions, nvars)
+            if row is not None:
+                result.append(row)
+        return tuple(result)
+
+    def row(self, i: int, spec: dict[str, Any], states: tuple[State, ...], events: Mapping[str, Event],
+            actions: Mapping[str, Action], nvars: int) -> Row | None:
+        path: NodePath = ("transitions", i)
+        ok = True
+        source, target, event_name = spec["from"], spec["to"], spec.get("on")
+        if source != WILDCARD and source not in self.state_index:
+            self.errors.error(self.doc.mark(path + ("from",)), f"unknown state {source!r}")
+            ok = False
+        if target not in self.state_index:
+            self.errors.error(self.doc.mark(path + ("to",)), f"unknown state {target!r}")
+            ok = False
+        event = None
+        if event_name is not None:
+            event = events.get(event_name)
+            if event is None:
+                self.errors.error(self.doc.mark(path + ("on",)), f"unknown event {event_name!r}")
+                ok = False
+        if ok:
+            self.row_structure(path, source, event_name, states)
+        symbols = dict(self.symbols)
+        for slot, param in enumerate(event.params if event else (), start=nvars + 1):
+            symbols[param.name] = ex.Symbol("param", param.type, slot=slot)
+        scope = ex.Scope(symbols, self.state_index)
+        guard = guard_text = None
+        if "when" in spec:
+            parsed = self.expression(spec["when"], path + ("when",), scope, "bool")
+            if parsed is None:
+                ok = False
+            else:
+                guard, _, guard_text = parsed
+        updates = []
+        for var, value in (spec.get("set") or {}).items():
+            symbol = self.symbols.get(var)
+            if symbol is None or symbol.kind != "var":
+                what = "a constant" if symbol is not None else "not a variable"
+                self.errors.error(self.doc.key_mark(path + ("set", var)), f"cannot set {var!r}: {what}")
+                ok = False
+                continue
+            parsed = self.expression(value, path + ("set", var), scope, symbol.type)
+            if parsed is None:
+                ok = False
+                continue
+            updates.append(Update(var, symbol.slot, parsed[0], parsed[2], ex.compile_expr(parsed[0])))
+        emit = self.check_actions(spec.get("emit", []), path + ("emit",), actions)
+        if not ok:
+            return None
+        return Row(i + 1, self.doc.mark(path), source, event_name, target, guard, guard_text,
+                   tuple(updates), emit, spec.get("description", ""),
+                   ex.compile_expr(guard) if guard is not None else None)
+
+    def row_structure(self, path: NodePath, source: str, event: str | None, states: tuple[State, ...]) -> None:
+        if source == WILDCARD:
+            if event is None:
+                self.errors.error(self.doc.mark(path + ("from",)), "a wildcard row needs an event ('on')")
+            return
+        state = states[self.state_index[source]]
+        if state.final:
+            self.errors.error(self.doc.mark(path + ("from",)), f"final state {source!r} cannot have outgoing rows")
+        elif state.transient and event is not None:
+            self.errors.error(self.doc.mark(path + ("on",)),
+                              f"transient state {source!r} is left only by eventless rows (drop 'on')")
+        elif not state.transient and event is None:
+            self.errors.error(self.doc.mark(path), f"row from {source!r} needs an event ('on'): "
+                              "only transient states have eventless rows")
+
+    def unhandled(self, actions: Mapping[str, Action]) -> Unhandled:
+        spec = self.data.get("unhandled")
+        if spec is None:
+            return Unhandled()
+        policy: Literal["reject", "ignore"] = spec["policy"]
+        return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions))
+
+    def invariants(self) -> tuple[Invariant, ...]:
+        result = []
+        scope = ex.Scope(self.symbols, self.state_index)
+        names: set[str] = set()
+        for i, spec in enumerate(self.data.get("invariants") or []):
+            path: NodePath = ("invariants", i)
+            if spec["name"] in names:
+                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate invariant name {spec['name']!r}")
+            names.add(spec["name"])
+            parsed = self.expression(spec["expr"], path + ("expr",), scope, "bool")
+            if parsed is not None:
+                result.append(Invariant(spec["name"], parsed[0], parsed[2], self.doc.mark(path),
+                                        ex.compile_expr(parsed[0])))
+        return tuple(result)
+
+    def properties(self, events: Mapping[str, Event]) -> tuple[Property, ...]:
+        result = []
+        names: set[str] = set()
+        for i, spec in enumerate(self.data.get("properties") or []):
+            path: NodePath = ("properties", i)
+            mark = self.doc.mark(path)
+            if spec["name"] in names:
+                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate property name {spec['name']!r}")
+            names.add(spec["name"])
+            kinds = [k for k in ("always-reachable", "no-cycle-within") if k in spec]
+            if len(kinds) != 1:
+                self.errors.error(mark, "a property needs exactly one of 'always-reachable', 'no-cycle-within'")
+                continue
+            if kinds[0] == "always-reachable":
+                target = spec["always-reachable"]
+                if target not in self.state_index:
+                    self.errors.error(self.doc.mark(path + ("always-reachable",)), f"unknown state {target!r}")
+                result.append(Property(spec["name"], "always-reachable", mark, target=target))
+            else:
+                listed = spec["no-cycle-within"]["events"]
+                for j, name in enumerate(listed):
+                    if name not in events:
+                        self.errors.error(self.doc.mark(path + ("no-cycle-within", "events", j)),
+                                          f"unknown event {name!r}")
+                result.append(Property(spec["name"], "no-cycle-within", mark, events=tuple(listed)))
+        return tuple(result)

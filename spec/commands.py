@@ -1,0 +1,22 @@
+"""``agentfsm check``: load and statically check tables."""
+
+from __future__ import annotations
+
+import argparse
+
+from agentfsm.cliutil import EXIT_OK, add_set_option, load_tables
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("check", help="load and statically check tables",
+                            description="Load each table, check its schema, names, types and structural "
+                                        "rules, and print a one-line summary. Exit 0 when all load, 2 otherwise.")
+    parser.add_argument("tables", nargs="+", metavar="TABLE")
+    add_set_option(parser)
+    parser.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    for table in load_tables(args.tables, args.overrides):
+        print(f"{table.file}: ok: {table.summary()}")
+    return EXIT_OK

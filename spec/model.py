@@ -1,0 +1,216 @@
+"""The compiled table: one immutable, format-neutral model shared by every part.
+
+The runtime, the verifier, the diagram renderers and the vector generator all read this
+model; none of them re-reads YAML or re-interprets expression text. Expressions are kept
+both as IR (for printing, mutation and export to other languages) and as compiled
+closures over an environment tuple ``(state index, *variables, *event parameters)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentfsm.spec.errors import Mark
+from agentfsm.spec.expr import Env, Expr, Type, Value
+
+WILDCARD = "*"
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    type: Type
+    lo: int
+    hi: int
+    init: Value
+    description: str = ""
+
+    @property
+    def domain(self) -> tuple[Value, ...]:
+        if self.type == "bool":
+            return (False, True)
+        return tuple(range(self.lo, self.hi + 1))
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: Type
+    lo: int
+    hi: int
+
+    @property
+    def domain(self) -> tuple[Value, ...]:
+        if self.type == "bool":
+            return (False, True)
+        return tuple(range(self.lo, self.hi + 1))
+
+    def admits(self, value: object) -> bool:
+        if self.type == "bool":
+            return isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    index: int
+    initial: bool = False
+    final: bool = False
+    transient: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    params: tuple[Param, ...] = ()
+    description: str = ""
+
+    def param_values(self, given: Mapping[str, object]) -> tuple[Value, ...]:
+        """Order ``given`` as the event declares its parameters; raise ValueError if off."""
+        unknown = set(given) - {p.name for p in self.params}
+        if unknown:
+            raise ValueError(f"event {self.name} has no parameter {sorted(unknown)[0]!r}")
+        values: list[Value] = []
+        for p in self.params:
+            if p.name not in given:
+                raise ValueError(f"event {self.name} needs parameter {p.name!r}")
+            value = given[p.name]
+            if not p.admits(value):
+                want = "true or false" if p.type == "bool" else f"an integer in {p.lo}..{p.hi}"
+                raise ValueError(f"parameter {p.name!r} of {self.name} must be {want}, got {value!r}")
+            values.append(value)  # type: ignore[arg-type]
+        return tuple(values)
+
+    def param_dict(self, values: Sequence[Value]) -> dict[str, Value]:
+        return {p.name: v for p, v in zip(self.params, values, strict=True)}
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    effect: Literal["internal", "external"] = "internal"
+    idempotent: bool = True
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Update:
+    var: str
+    slot: int
+    expr: Expr
+    text: str
+    fn: Callable[[Env], Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Row:
+    """One transition row. ``index`` is 1-based in table order (vectors cite ``row:N``)."""
+
+    index: int
+    mark: Mark
+    source: str
+    event: str | None
+    target: str
+    guard: Expr | None
+    guard_text: str | None
+    updates: tuple[Update, ...]
+    emit: tuple[str, ...]
+    description: str
+    guard_fn: Callable[[Env], Any] | None = field(repr=False)
+
+    @property
+    def wildcard(self) -> bool:
+        return self.source == WILDCARD
+
+    @property
+    def eventless(self) -> bool:
+        return self.event is None
+
+    def enabled(self, env: Env) -> bool:
+        return self.guard_fn is None or bool(self.guard_fn(env))
+
+    def label(self) -> str:
+        """``Event [guard] / actions`` as diagrams and reports show a row."""
+        text = self.event or ""
+        if self.guard_text:
+            text += f" [{self.guard_text}]" if text else f"[{self.guard_text}]"
+        if self.emit:
+            text += " / " + ", ".join(self.emit)
+        return text
+
+
+@dataclass(frozen=True)
+class Unhandled:
+    policy: Literal["reject", "ignore"] = "reject"
+    emit: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    expr: Expr
+    text: str
+    mark: Mark
+    fn: Callable[[Env], Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Property:
+    """A liveness-style property; ``kind`` says which fields are meaningful."""
+
+    name: str
+    kind: Literal["always-reachable", "no-cycle-within"]
+    mark: Mark
+    target: str | None = None
+    events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    file: str
+    machine: str
+    title: str
+    source: str
+    description: str
+    constants: Mapping[str, Value]
+    variables: tuple[Variable, ...]
+    states: tuple[State, ...]
+    events: tuple[Event, ...]
+    actions: tuple[Action, ...]
+    rows: tuple[Row, ...]
+    unhandled: Unhandled
+    invariants: tuple[Invariant, ...]
+    properties: tuple[Property, ...]
+    state_index: Mapping[str, int] = field(repr=False)
+    event_index: Mapping[str, Event] = field(repr=False)
+    action_index: Mapping[str, Action] = field(repr=False)
+    rows_by_state_event: Mapping[tuple[int, str], tuple[Row, ...]] = field(repr=False)
+    eventless_rows: Mapping[int, tuple[Row, ...]] = field(repr=False)
+
+    @property
+    def initial(self) -> State:
+        return next(s for s in self.states if s.initial)
+
+    def initial_vars(self) -> tuple[Value, ...]:
+        return tuple(v.init for v in self.variables)
+
+    def state(self, name: str) -> State:
+        return self.states[self.state_index[name]]
+
+    def event(self, name: str) -> Event:
+        return self.event_index[name]
+
+    def candidates(self, state: int, event: str) -> tuple[Row, ...]:
+        """Rows that apply to an event in a state: its own rows, then wildcard rows."""
+        return self.rows_by_state_event.get((state, event), ())
+
+    def vars_dict(self, values: Sequence[Value]) -> dict[str, Value]:
+        return {v.name: x for v, x in zip(self.variables, values, strict=True)}
+
+    def summary(self) -> str:
+        return (f"{self.machine}: {len(self.states)} states, {len(self.events)} events, "
+                f"{len(self.actions)} actions, {len(self.rows)} rows, {len(self.variables)} variables")

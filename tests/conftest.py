@@ -1,0 +1,17 @@
+"""Shared fixtures: paths of the repository and its bundled tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentfsm.spec import Table, load_table
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec"
+TABLES = sorted(SPEC.glob("*.yaml"))
+
+
+@pytest.fixture(scope="session")
+def loom() -> Table:
+    return load_table(SPEC / "loom-agent.yaml")

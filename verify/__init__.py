@@ -1,0 +1,1 @@
+"""The verifier: exhaustive exploration, named checks, counterexamples, crash injection, conformance kit."""
