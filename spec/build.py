@@ -38,6 +38,7 @@ from agentfsm.spec.yamlio import Path as NodePath
 from jsonschema.exceptions import ValidationError, best_match
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 # Names an expression could not refer to: Python keywords parse as syntax, not names.
 RESERVED = {"state", "true", "false", *keyword.kwlist}
 _KINDS = {"var": "variable", "param": "parameter", "const": "constant"}
@@ -89,8 +90,15 @@ def validate_schema(doc: Document) -> None:
 def _where(path: NodePath) -> str:
     if not path:
         return "the table"
-    parts = [f"[{p}]" if isinstance(p, int) else str(p) for p in path]
-    return ".".join(parts).replace(".[", "[")
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _NAME.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{shown(part)}]"
+    return text
 
 
 def _describe(doc: Document, error: ValidationError, path: NodePath) -> list[tuple[Mark, str]]:

@@ -130,8 +130,11 @@ def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        col = (exc.offset or 1) - 1 if (exc.lineno or 1) == 1 else 0
-        raise ExprError(shift + max(col, 0), f"invalid expression: {exc.msg}") from None
+        stripped = text.strip()
+        col = (exc.offset or 0) - 1 if (exc.lineno or 1) == 1 else 0
+        if col < 0:  # Python reports no offset when the text ends too early
+            col = len(stripped)
+        raise ExprError(shift + min(col, len(stripped)), f"invalid expression: {exc.msg}") from None
     except (RecursionError, MemoryError):
         raise ExprError(0, "expression too deeply nested") from None
     count = sum(1 for _ in ast.walk(tree))
@@ -274,16 +277,16 @@ def to_source(expr: Expr, parent: int = 0) -> str:
     if isinstance(expr, Ref):
         return expr.name
     if isinstance(expr, InStates):
-        inner = ", ".join(expr.states)
-        return f"state {'not in' if expr.negated else 'in'} ({inner})"
-    if isinstance(expr, Unary):
+        text = f"state {'not in' if expr.negated else 'in'} ({', '.join(expr.states)})"
+        prec = _PRECEDENCE["=="]  # a comparison: an operand of another one needs parentheses
+    elif isinstance(expr, Unary):
         if expr.op == "-":
             return "-" + to_source(expr.operand, 6)
         text = "not " + to_source(expr.operand, 3)
         prec = 3
     else:
         prec = _PRECEDENCE[expr.op]
-        right_prec = prec + 1 if expr.op in ("-", "+") or prec == 4 else prec
+        right_prec = prec + 1  # parse() nests left: a right operand of the same level needs parentheses
         text = f"{to_source(expr.left, prec)} {expr.op} {to_source(expr.right, right_prec)}"
     return f"({text})" if prec < parent or (prec == 4 and parent == 4) else text
 
