@@ -341,6 +341,8 @@ class _Builder:
                 self.errors.error(self.key_mark("states", name),
                                   f"state {shown(name)}: a transient state cannot be "
                                   f"{'initial' if state.initial else 'final'} (observable states are never transient)")
+            if keyword.iskeyword(name):
+                self.errors.error(self.key_mark("states", name), _reserved(name))
             if state.initial and state.final:
                 self.errors.error(self.key_mark("states", name),
                                   f"state {shown(name)} cannot be both initial and final")

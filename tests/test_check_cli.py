@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import load_table
+from agentfsm.spec.semantics import step
 from conftest import SPEC, TABLES
 
 from agentfsm.cli import main
@@ -104,3 +105,21 @@ def test_no_table_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["check"], capsys)
     assert (code, out) == (2, "")
     assert "the following arguments are required: TABLE" in err and "Traceback" not in err
+
+
+def test_the_documented_example_behaves_as_documented(tmp_path: Path) -> None:
+    doc = (SPEC.parent / "docs" / "table-format.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    assert block is not None
+    path = tmp_path / "door.yaml"
+    path.write_text(block.group(1))
+    table = load_table(path)
+    state, values = table.initial.index, table.initial_vars()
+    seen = []
+    for event, params in [("Key", (False,)), ("Key", (True,)), ("Push", ()), ("Push", ()), ("Smash", ()),
+                          ("Key", (True,))]:
+        result = step(table, state, values, event, params)
+        state, values = result.state, result.vars
+        seen.append((result.status, table.states[state].name, result.actions))
+    assert seen == [("fired", "Closed", ("Beep",)), ("fired", "Open", ("OpenDoor",)), ("fired", "Closed", ()),
+                    ("rejected", "Closed", ("Beep",)), ("fired", "Broken", ()), ("final", "Broken", ())]
