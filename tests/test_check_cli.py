@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 from agentfsm.spec import load_table
 from agentfsm.spec.semantics import step
-from conftest import SPEC, TABLES
-
-from agentfsm.cli import main
+from conftest import SPEC, TABLES, run_cli
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
 LOOM = SPEC / "loom-agent.yaml"
@@ -38,18 +36,9 @@ def small(tmp_path: Path) -> Path:
     return path
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("path", TABLES, ids=[p.name for p in TABLES])
 def test_every_bundled_table_checks(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["check", str(path)], capsys)
+    code, out, err = run_cli(["check", str(path)], capsys)
     table = load_table(path)
     assert (code, err) == (0, "")
     match = re.fullmatch(r"(.+): ok: (\S+): (\d+) states, (\d+) events, (\d+) actions, (\d+) rows, (\d+) variables\n",
@@ -67,14 +56,14 @@ def test_the_installed_command_checks_several_tables() -> None:
 
 def test_a_missing_file_and_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nope.yaml"
-    code, out, err = run(["check", str(missing), str(tmp_path)], capsys)
+    code, out, err = run_cli(["check", str(missing), str(tmp_path)], capsys)
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"{missing}:1:1: error: cannot read file: No such file or directory",
                                 f"{tmp_path}:1:1: error: cannot read file: Is a directory"]
 
 
 def test_set_overrides_a_constant(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["check", str(small), "--set", "top=5", "--set", "strict=true"], capsys)
+    code, _, err = run_cli(["check", str(small), "--set", "top=5", "--set", "strict=true"], capsys)
     assert (code, err) == (0, "")
     assert load_table(small, {"top": 5}).variables[0].domain == (0, 1, 2, 3, 4, 5)
 
@@ -87,7 +76,7 @@ def test_set_overrides_a_constant(small: Path, capsys: pytest.CaptureFixture[str
 ])
 def test_set_errors_point_into_the_table(small: Path, option: str, message: str,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["check", str(small), "--set", option], capsys)
+    code, out, err = run_cli(["check", str(small), "--set", option], capsys)
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"{small}:{message}"]
 
@@ -97,12 +86,12 @@ def test_set_errors_point_into_the_table(small: Path, option: str, message: str,
     ("max_tools=x", "agentfsm: error: --set 'max_tools=x': VALUE must be an integer or true/false"),
 ])
 def test_malformed_set_options(option: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["check", str(LOOM), "--set", option], capsys)
+    code, out, err = run_cli(["check", str(LOOM), "--set", option], capsys)
     assert (code, out, err) == (2, "", message + "\n")
 
 
 def test_no_table_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["check"], capsys)
+    code, out, err = run_cli(["check"], capsys)
     assert (code, out) == (2, "")
     assert "the following arguments are required: TABLE" in err and "Traceback" not in err
 

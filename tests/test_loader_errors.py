@@ -13,8 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from agentfsm.cli import main
+from conftest import run_cli
 
 MALFORMED = Path(__file__).resolve().parent / "malformed"
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
@@ -114,13 +113,7 @@ CASES: dict[str, list[str]] = {
 
 
 def run_check(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run ``agentfsm check`` in-process; return (exit status, stdout, stderr)."""
-    try:
-        code = main(["check", *args])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(["check", *args], capsys)
 
 
 def test_the_corpus_is_complete() -> None:
