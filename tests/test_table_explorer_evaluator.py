@@ -9,7 +9,7 @@ from agentfsm.spec.semantics import step
 from conftest import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from table_explore import accepted_steps, explore, longest_path, problems, run, states
+from table_runs import accepted_steps, longest_run, problems, run, states
 
 Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "explorer-evaluator.yaml"
@@ -32,7 +32,7 @@ def start(plan: bool = False) -> Events:
 
 @pytest.mark.parametrize("max_turns", [2, 3, 6, 12])
 def test_verifies_clean(max_turns: int) -> None:
-    assert problems(explore(load_table(TABLE, {"max_turns": max_turns}))) == []
+    assert problems(load_table(TABLE, {"max_turns": max_turns})) == []
 
 
 def test_simple_query_takes_two_turns(table: Table) -> None:
@@ -113,7 +113,7 @@ def test_explorer_without_commands_goes_straight_to_the_evaluator(table: Table) 
 def test_every_run_ends_within_the_budget(max_turns: int) -> None:
     # At most two events per turn (the LLM reply, the commands' completion) plus the task.
     table = load_table(TABLE, {"max_turns": max_turns})
-    assert longest_path(explore(table)) <= 1 + 2 * max_turns
+    assert longest_run(table) <= 1 + 2 * max_turns
 
 
 @settings(max_examples=60, deadline=None)

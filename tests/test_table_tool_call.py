@@ -8,10 +8,11 @@ import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
+from agentfsm.verify.explore import labels_of
 from conftest import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from table_explore import accepted_steps, explore, inputs, problems, run, states
+from table_runs import accepted_steps, configs, problems, run, states
 
 Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "tool-call.yaml"
@@ -44,7 +45,7 @@ def end(table: Table, events: Events) -> tuple[str, dict[str, Value]]:
 
 @pytest.mark.parametrize("max_attempts", [2, 3, 4])
 def test_verifies_clean(max_attempts: int) -> None:
-    assert problems(explore(load_table(TABLE, {"max_attempts": max_attempts}))) == []
+    assert problems(load_table(TABLE, {"max_attempts": max_attempts})) == []
 
 
 def test_external_actions_declare_their_effects(table: Table) -> None:
@@ -101,7 +102,7 @@ def test_no_start_after_denial(table: Table) -> None:
 
 def test_halted_refuses_everything_but_an_operator(table: Table) -> None:
     halted = run(table, [*RUNNING, ev("Completed"), ev("Started")])[-1]
-    for name, params in inputs(table):
+    for name, params in labels_of(table):
         outcome = step(table, halted.state, halted.vars, name, params)
         assert outcome.accepted == (name == "OperatorResolved"), name
     assert end(table, [*RUNNING, ev("Completed"), ev("Started"), ev("OperatorResolved", succeeded=True), *FINISH])[0] \
@@ -178,10 +179,10 @@ def test_cancellation_confirmed_before_completion(table: Table) -> None:
 def test_only_resolution_events_leave_unknown(table: Table) -> None:
     unknown = table.state_index["Unknown"]
     halted = table.state_index["Halted"]
-    configs = [c for c in explore(table).parent if c[0] == unknown]
-    assert configs
-    for config in configs:
-        for name, params in inputs(table):
+    in_unknown = [c for c in configs(table) if c[0] == unknown]
+    assert in_unknown
+    for config in in_unknown:
+        for name, params in labels_of(table):
             outcome = step(table, config[0], config[1], name, params)
             if outcome.accepted and outcome.state not in (unknown, halted):
                 assert name in RESOLUTIONS, name

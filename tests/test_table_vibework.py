@@ -7,7 +7,7 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
 from conftest import SPEC
-from table_explore import explore, problems, run, states
+from table_runs import configs, problems, run, states
 
 Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "vibework-agent.yaml"
@@ -38,7 +38,7 @@ def last(table: Table, events: Events) -> StepResult:
 
 @pytest.mark.parametrize("max_tools", [2, 3, 5])
 def test_verifies_clean(max_tools: int) -> None:
-    assert problems(explore(load_table(TABLE, {"max_tools": max_tools}))) == []
+    assert problems(load_table(TABLE, {"max_tools": max_tools})) == []
 
 
 # "Typical Flow Examples", exactly.
@@ -177,9 +177,8 @@ def test_nothing_to_interrupt_when_idle_done_or_failed(table: Table, prefix: Eve
 
 
 def test_internal_errors_enter_error_from_every_state(table: Table) -> None:
-    exploration = explore(table)
     error = table.state_index["Error"]
-    for state, values in exploration.parent:
+    for state, values in configs(table):
         result = step(table, state, values, "InternalError")
         assert result.accepted == (state != error)
         if result.accepted:
