@@ -7,13 +7,18 @@ configuration, how long can a run be) go to ``agentfsm.verify``; single runs go 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
+from agentfsm.spec.yamlio import load_document
 from agentfsm.verify.checks import run_checks
 from agentfsm.verify.explore import Exploration, explore, labels_of
 
 Config = tuple[int, tuple[Value, ...]]
+Events = list[tuple[str, dict[str, Value]]]
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def problems(table: Table) -> list[str]:
@@ -33,7 +38,7 @@ def accepted_steps(table: Table, config: Config) -> list[StepResult]:
     return [r for r in results if r.accepted]
 
 
-def run(table: Table, events: list[tuple[str, dict[str, Value]]]) -> list[StepResult]:
+def run(table: Table, events: Events) -> list[StepResult]:
     """Deliver ``events`` from the initial configuration; one result per event."""
     state, values = table.initial.index, table.initial_vars()
     results = []
@@ -72,3 +77,17 @@ def _post_order(ex: Exploration) -> list[int]:
             stack.pop()
             order.append(node)
     return order
+
+
+def demo_events(machine: str) -> Events:
+    """The events of ``examples/MACHINE-demo.yaml``, an event script for ``agentfsm run``."""
+    path = EXAMPLES / f"{machine}-demo.yaml"
+    data = load_document(path.read_bytes(), str(path)).data
+    events: Events = []
+    for entry in data["events"]:
+        if isinstance(entry, str):
+            events.append((entry, {}))
+        else:
+            [(name, params)] = entry.items()
+            events.append((name, dict(params)))
+    return events

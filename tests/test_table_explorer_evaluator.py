@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import pytest
 from agentfsm.spec import Table, load_table
-from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
 from conftest import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from table_runs import accepted_steps, longest_run, problems, run, states
+from table_runs import Events, accepted_steps, demo_events, longest_run, problems, run, states
 
-Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "explorer-evaluator.yaml"
 
 
@@ -124,3 +122,9 @@ def test_random_runs_end_answered_or_out_of_turns(table: Table, data: st.DataObj
         outcome = data.draw(st.sampled_from(accepted_steps(table, config)))
         config = (outcome.state, outcome.vars)
     assert table.states[config[0]].name in ("Answered", "OutOfTurns")
+
+
+def test_demo_concludes_on_turn_five(table: Table) -> None:
+    results = run(table, demo_events(table.machine))
+    assert all(r.accepted for r in results)
+    assert states(table, results)[-1] == "Answered" and table.vars_dict(results[-1].vars)["turns"] == 5

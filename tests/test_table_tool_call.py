@@ -12,9 +12,8 @@ from agentfsm.verify.explore import labels_of
 from conftest import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from table_runs import accepted_steps, configs, problems, run, states
+from table_runs import Events, accepted_steps, configs, demo_events, problems, run, states
 
-Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "tool-call.yaml"
 RESOLUTIONS = {"StatusCompleted", "StatusFailed", "StatusNotRun", "StatusUnavailable", "Completed", "Failed",
                "OperatorResolved"}
@@ -200,3 +199,12 @@ def test_random_traces_never_execute_more_than_the_budget(table: Table, data: st
         executions += sum(outcome.actions.count(a) for a in EXECUTIONS)
         config = (outcome.state, outcome.vars)
     assert executions <= table.constants["max_attempts"]
+
+
+def test_demo_trace(table: Table) -> None:
+    events = demo_events(table.machine)
+    results = run(table, events)
+    assert [name for (name, _), r in zip(events, results, strict=True) if not r.accepted] == ["TimedOut"]
+    assert states(table, results)[-1] == "Returned"
+    actions = [a for r in results for a in r.actions]
+    assert actions.count("InvokeTool") + actions.count("RetryWithSameKey") == 2

@@ -7,9 +7,8 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
 from conftest import SPEC
-from table_runs import configs, problems, run, states
+from table_runs import Events, configs, demo_events, problems, run, states
 
-Events = list[tuple[str, dict[str, Value]]]
 TABLE = SPEC / "vibework-agent.yaml"
 INPUT: Events = [("UserInput", {})]
 
@@ -183,3 +182,11 @@ def test_internal_errors_enter_error_from_every_state(table: Table) -> None:
         assert result.accepted == (state != error)
         if result.accepted:
             assert result.state == error and table.vars_dict(result.vars)["queued"] == 0
+
+
+def test_demo_session(table: Table) -> None:
+    results = run(table, demo_events(table.machine))
+    assert all(r.accepted for r in results)
+    names = states(table, results)
+    assert [i + 1 for i, name in enumerate(names) if name in ("Idle", "Done")] == [6, 11, 14, 18]
+    assert results[-1].actions == ("AnswerRemainingToolsInterrupted",)
