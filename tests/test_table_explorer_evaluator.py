@@ -56,7 +56,7 @@ def test_complex_query_takes_four_turns(table: Table) -> None:
 def test_runs_out_of_turns_at_max_turns(table: Table) -> None:
     # "V2: 6 turns (3 cycles), ran out of turns": the third evaluation spends turn 6.
     results = run(table, start() + cycle() * 3)
-    assert states(table, results)[-1] == "OutOfTurns"
+    assert states(table, results) == ["Exploring", "ExecutingCommands", "Evaluating"] * 3 + ["OutOfTurns"]
     assert results[-1].actions == ("ApplyMemoryCommands", "ReportOutOfTurns")
     assert table.vars_dict(results[-1].vars)["turns"] == table.constants["max_turns"] == 6
     assert not step(table, results[-1].state, results[-1].vars, "EvaluatorAnswered", (False,)).accepted
