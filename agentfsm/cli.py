@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
 from agentfsm.spec import commands as spec_commands
+from agentfsm.verify import commands as verify_commands
 
-PARTS = [spec_commands]
+PARTS = [spec_commands, verify_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
