@@ -82,7 +82,9 @@ def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None) -> dict[str, 
     if node.final:
         attrs["peripheries"] = "2"
     if overlay and overlay.kind == "trace":
-        if node.visited:
+        if node.visited and node.kind == "transient":
+            attrs.update(penwidth="2.6", color=HIGHLIGHT)
+        elif node.visited:
             attrs.update(penwidth="2.6", color=HIGHLIGHT, label=f"<{_name(node)}>")
         elif node.kind != "any":
             attrs.update(color=MUTED, fontcolor=MUTED)
@@ -93,8 +95,12 @@ def _name(node: Node) -> str:
     """A state's name, with the trace steps after which the machine rested there."""
     if not node.visited:
         return escape(node.label)
-    steps = ", ".join(map(str, node.visited))
-    return f'<b>{escape(node.label)}</b><br/><font point-size="9">after step {escape(steps)}</font>'
+    later = [str(n) for n in node.visited if n > 0]
+    parts = ["start"] if 0 in node.visited else []
+    if later:
+        parts.append(("steps " if len(later) > 1 else "step ") + ", ".join(later))
+    steps = ", ".join(parts)
+    return f'<b>{escape(node.label)}</b><br/><font point-size="9">after {escape(steps)}</font>'
 
 
 def _compartments(diagram: Diagram, node: Node, inside: Edge, lit: bool, dim: bool) -> str:
@@ -104,7 +110,8 @@ def _compartments(diagram: Diagram, node: Node, inside: Edge, lit: bool, dim: bo
     return (f'<<table border="{2 if lit else 1}" style="rounded" bgcolor="{FILL}" color="{colour}" '
             f'cellborder="0" cellspacing="0" cellpadding="3">'
             f'<tr><td cellpadding="6"><font point-size="12">{name}</font></td></tr><hr/>'
-            f'<tr><td><font point-size="10">{_label(diagram, inside, inline=True)}</font></td></tr></table>>')
+            f'<tr><td align="left"><font point-size="10">{_label(diagram, inside, inline=True)}</font></td></tr>'
+            "</table>>")
 
 
 def _edge_attrs(diagram: Diagram, edge: Edge) -> dict[str, str]:
@@ -160,12 +167,17 @@ def _line(diagram: Diagram, line: Line, spacer: str) -> str:
             badge = (f'<td bgcolor="{HIGHLIGHT}" valign="top"><font color="white" point-size="9">'
                      f'<b>{"✗ " if line.mark.faulty else ""}{numbers}</b></font></td>')
         else:
-            head, tail = f'<font color="{MUTED}">{head}</font>', f'<font color="{MUTED}">{tail}</font>'
+            badge = "<td></td>"
+            head, tail = _muted(head), _muted(tail)
     elif overlay and overlay.kind == "coverage":
         count = line.mark.count or 0
         text = "never" if count == 0 else f"×{count}"
         colour = MUTED if count == 0 else _shade(count, overlay.max_count)
         badge = f'<td valign="top" align="right"><font point-size="9" color="{colour}"><b>{text}</b></font></td>'
         if count == 0:
-            head, tail = f'<font color="{MUTED}"><i>{head}</i></font>', f'<font color="{MUTED}">{tail}</font>'
+            head, tail = _muted(f"<i>{head}</i>" if head else ""), _muted(tail)
     return f'<tr>{spacer}{badge}<td align="left" balign="left">{head}{tail}</td></tr>'
+
+
+def _muted(text: str) -> str:
+    return f'<font color="{MUTED}">{text}</font>' if text else ""

@@ -59,6 +59,8 @@ def trace_overlay(table: Table, data: object) -> Overlay:
             break
         for row in result.rows:
             fired.setdefault(row.index, []).append(number)
+            if table.state(row.target).transient:
+                visited.setdefault(row.target, []).append(number)
         if result.status != "fired":
             notes.append(f"step {number}: {event_name} {result.status} in {table.states[state].name}")
         state, values = result.state, result.vars
@@ -104,5 +106,6 @@ def coverage_overlay(table: Table, data: object) -> Overlay:
     notes = [f"coverage: {len(counts) - len(dead)} of {len(counts)} rows exercised, "
              f"{sum(counts.values())} firings"]
     if dead:
-        notes.append("never exercised (dashed): row" + "s" * (len(dead) > 1) + " " + ", ".join(map(str, dead)))
+        rows_text = ("rows " if len(dead) > 1 else "row ") + ", ".join(map(str, dead))
+        notes.append(f"never exercised (grey, marked never): {rows_text}")
     return Overlay("coverage", {index: RowMark(count=count) for index, count in counts.items()}, {}, tuple(notes))
