@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentfsm.diagrams.explored import ConfigGraph, TooLarge, config_graph
 from agentfsm.diagrams.model import Diagram, build
 from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, picture
 from agentfsm.diagrams.overlay import OverlayError, coverage_overlay, trace_overlay
 from agentfsm.diagrams.render import RenderError
 from agentfsm.spec.model import Table
+from agentfsm.verify.explore import explore
 
 from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
 
@@ -83,23 +85,32 @@ def _format(args: argparse.Namespace) -> str:
     return "svg"
 
 
-def _diagram(args: argparse.Namespace, table: Table) -> Diagram:
+def _diagram(args: argparse.Namespace, table: Table) -> Diagram | ConfigGraph:
     try:
+        if args.explored:
+            return config_graph(table, explore(table))
         if args.trace:
-            return build(table, trace_overlay(table, _read_json(args.trace)))
+            return build(table, trace_overlay(table, _read(args.trace)))
         if args.coverage:
             return build(table, coverage_overlay(table, _read_json(args.coverage)))
-    except OverlayError as exc:
+    except (OverlayError, TooLarge) as exc:
         raise BadInput(str(exc)) from None
     return build(table)
 
 
-def _read_json(path: str) -> Any:
+def _read(path: str) -> str:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(f"{path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text: {exc}") from None
+
+
+def _read_json(path: str) -> Any:
+    try:
+        return json.loads(_read(path))
+    except json.JSONDecodeError as exc:
         raise BadInput(f"{path}: not valid JSON: {exc}") from None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentfsm.diagrams.dot import to_dot
+from agentfsm.diagrams.explored import ConfigGraph, explored_dot, explored_mermaid
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import Diagram
 from agentfsm.diagrams.render import run_dot, svg
@@ -11,10 +12,15 @@ FORMATS = ("svg", "png", "dot", "mermaid")
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
 
 
-def picture(diagram: Diagram, fmt: str) -> bytes:
-    if fmt == "mermaid":
+def picture(diagram: Diagram | ConfigGraph, fmt: str) -> bytes:
+    if isinstance(diagram, ConfigGraph):
+        if fmt == "mermaid":
+            return explored_mermaid(diagram).encode()
+        source = explored_dot(diagram)
+    elif fmt == "mermaid":
         return to_mermaid(diagram).encode()
-    source = to_dot(diagram)
+    else:
+        source = to_dot(diagram)
     if fmt == "dot":
         return source.encode()
     if fmt == "svg":

@@ -1,6 +1,7 @@
 """Overlays: a trace replayed over the table, or a coverage run, turned into row marks.
 
-Both read already-parsed JSON (the caller does the file I/O). A trace is replayed with the
+Both read file contents (the caller does the file I/O); traces are parsed by the
+verifier's own reader, so the two cannot disagree on the format. A trace is replayed with the
 reference semantics, so the highlighted path is the one the table really takes, not one
 the trace's author claims; a step the table rejects, or one that breaks the table's own
 rules, is noted on the picture instead of being dropped.
@@ -13,7 +14,7 @@ from typing import Any
 
 from agentfsm.diagrams.model import Overlay, RowMark
 from agentfsm.spec.model import Table
-from agentfsm.spec.semantics import SemanticError, step
+from agentfsm.verify.trace import TraceError, load_trace, walk
 
 
 class OverlayError(ValueError):
@@ -32,62 +33,42 @@ def _check_machine(table: Table, data: Mapping[str, Any], what: str) -> None:
         raise OverlayError(f"{what} is for machine {machine!r}, the table is {table.machine!r}")
 
 
-def trace_overlay(table: Table, data: object) -> Overlay:
-    """Replay a verifier trace (``{"machine", "check", "kind", "steps", "loop_start"}``)."""
-    trace = _object(data, "trace")
-    _check_machine(table, trace, "the trace")
-    steps = trace.get("steps")
-    if not isinstance(steps, list):
-        raise OverlayError("trace: 'steps' must be a list")
-    loop_start = trace.get("loop_start")
-    if loop_start is not None and (not isinstance(loop_start, int) or not 0 <= loop_start < max(len(steps), 1)):
-        raise OverlayError(f"trace: 'loop_start' must be null or a step index in 0..{len(steps) - 1}")
+def trace_overlay(table: Table, text: str) -> Overlay:
+    """Replay a verifier trace file (the format of ``agentfsm.verify.trace``) over ``table``."""
+    try:
+        trace = load_trace(table, text)
+    except TraceError as exc:
+        raise OverlayError(f"trace: {exc}") from None
     fired: dict[int, list[int]] = {}
     faulty: set[int] = set()
     visited: dict[str, list[int]] = {table.initial.name: [0]}
     notes: list[str] = []
-    state, values = table.initial.index, table.initial_vars()
-    for number, item in enumerate(steps, start=1):
-        event_name, params = _step_item(table, item, number)
-        try:
-            result = step(table, state, values, event_name, params)
-        except SemanticError as exc:
-            faulty.update(row.index for row in exc.rows)
-            for row in exc.rows:
+    for number, walked in enumerate(walk(table, trace.steps), start=1):
+        event = walked.label[0]
+        if walked.error is not None:
+            faulty.update(row.index for row in walked.error.rows)
+            for row in walked.error.rows:
                 fired.setdefault(row.index, []).append(number)
-            notes.append(f"step {number}: {event_name}: {exc.kind} violation: {exc.message}")
+            notes.append(f"step {number}: {event}: {walked.error.kind} violation: {walked.error.message}")
             break
+        result = walked.result
+        assert result is not None
         for row in result.rows:
             fired.setdefault(row.index, []).append(number)
             if table.state(row.target).transient:
                 visited.setdefault(row.target, []).append(number)
         if result.status != "fired":
-            notes.append(f"step {number}: {event_name} {result.status} in {table.states[state].name}")
-        state, values = result.state, result.vars
-        visited.setdefault(table.states[state].name, []).append(number)
-    check, kind = trace.get("check"), trace.get("kind")
-    head = f"trace of {len(steps)} step{'s' * (len(steps) != 1)}"
-    if check:
-        head += f": {check}" + (f" ({kind})" if kind else "")
+            notes.append(f"step {number}: {event} {result.status} in {table.states[walked.before[0]].name}")
+        visited.setdefault(table.states[result.state].name, []).append(number)
+    count = len(trace.steps)
+    head = f"trace of {count} step{'s' * (count != 1)}"
+    if trace.check:
+        head += f": {trace.check}" + (f" ({trace.kind})" if trace.kind else "")
     notes.insert(0, head)
-    if loop_start is not None:
-        notes.append(f"steps {loop_start + 1}..{len(steps)} repeat forever")
+    if trace.loop_start is not None:
+        notes.append(f"steps {trace.loop_start + 1}..{count} repeat forever")
     marks = {row: RowMark(steps=tuple(numbers), faulty=row in faulty) for row, numbers in fired.items()}
     return Overlay("trace", marks, {name: tuple(n) for name, n in visited.items()}, tuple(notes))
-
-
-def _step_item(table: Table, item: object, number: int) -> tuple[str, tuple[Any, ...]]:
-    entry = _object(item, f"trace step {number}")
-    name = entry.get("event")
-    if not isinstance(name, str) or name not in table.event_index:
-        raise OverlayError(f"trace step {number}: unknown event {name!r}")
-    params = entry.get("params", {})
-    if not isinstance(params, dict):
-        raise OverlayError(f"trace step {number}: 'params' must be an object")
-    try:
-        return name, table.event(name).param_values(params)
-    except ValueError as exc:
-        raise OverlayError(f"trace step {number}: {exc}") from None
 
 
 def coverage_overlay(table: Table, data: object) -> Overlay:

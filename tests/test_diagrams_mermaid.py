@@ -7,10 +7,12 @@ import shutil
 import subprocess
 
 import pytest
+from agentfsm.diagrams.explored import config_graph, explored_mermaid
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import build
 from agentfsm.diagrams.overlay import coverage_overlay, trace_overlay
 from agentfsm.spec import Table, load_table, load_table_bytes
+from agentfsm.verify.explore import explore
 from conftest import ROOT, TABLES
 
 CHECKER = ROOT / "tests" / "mermaid"
@@ -34,7 +36,8 @@ def overlays(loom: Table) -> list[str]:
              "steps": [{"event": "UserInput", "params": {}}, {"event": "LlmCompleted", "params": {"tool_calls": 1}},
                        {"event": "ToolCompleted", "params": {"mutating": True}}]}
     coverage = {"machine": "loom-agent", "rows": {"1": 4, "2": 1}}
-    return [to_mermaid(build(loom, trace_overlay(loom, trace))),
+    return [to_mermaid(build(loom, trace_overlay(loom, json.dumps(trace)))),
+            explored_mermaid(config_graph(loom, explore(loom))),
             to_mermaid(build(loom, coverage_overlay(loom, coverage)))]
 
 

@@ -32,7 +32,7 @@ TOOLS = loom_trace(("UserInput", {}), ("TextDelta", {}), ("LlmCompleted", {"tool
 
 
 def test_trace_marks_the_rows_it_fires_with_step_numbers(loom: Table) -> None:
-    overlay = trace_overlay(loom, TOOLS)
+    overlay = trace_overlay(loom, json.dumps(TOOLS))
     steps = {row: mark.steps for row, mark in overlay.marks.items()}
     # LlmCompleted fires row 4 and, in the same step, the transient state's row 7.
     assert steps == {1: (1,), 2: (2,), 4: (3,), 7: (3,), 10: (4,), 11: (5,), 13: (6,)}
@@ -45,7 +45,7 @@ def test_trace_marks_the_rows_it_fires_with_step_numbers(loom: Table) -> None:
 def test_a_rejected_step_and_a_loop_are_noted(loom: Table) -> None:
     trace = loom_trace(("UserInput", {}), ("LlmError", {}), ("RetryTimeoutFired", {}), ("UserInput", {}),
                        loop_start=1)
-    overlay = trace_overlay(loom, trace)
+    overlay = trace_overlay(loom, json.dumps(trace))
     assert "step 4: UserInput rejected in CallingLlm" in overlay.notes
     assert overlay.notes[-1] == "steps 2..4 repeat forever"
     assert overlay.marks[5].steps == (2,) and overlay.marks[14].steps == (3,)
@@ -61,14 +61,14 @@ transitions:
   - {from: A, on: Go, to: B}
   - {from: A, on: Go, to: C}
 """, "clash.yaml")
-    overlay = trace_overlay(table, {"machine": "clash", "steps": [{"event": "Go", "params": {}}]})
+    overlay = trace_overlay(table, '{"machine": "clash", "steps": [{"event": "Go", "params": {}}]}')
     assert {row for row, mark in overlay.marks.items() if mark.faulty} == {1, 2}
     assert overlay.notes[-1].startswith("step 1: Go: determinism violation")
     assert "✗ 1" in to_mermaid(build(table, overlay))
 
 
 def test_trace_is_highlighted_in_every_format(loom: Table) -> None:
-    diagram = build(loom, trace_overlay(loom, TOOLS))
+    diagram = build(loom, trace_overlay(loom, json.dumps(TOOLS)))
     source = to_dot(diagram)
     fired = next(line for line in source.splitlines() if line.startswith("\tExecutingTools -> PostToolsHook ["))
     idle = next(line for line in source.splitlines() if line.startswith("\tError -> CallingLlm ["))
@@ -116,11 +116,12 @@ def test_bad_coverage_is_refused(loom: Table, data: object, message: str) -> Non
     (loom_trace(("Nope", {})), "unknown event 'Nope'"),
     (loom_trace(("LlmCompleted", {"tool_calls": 9})), "must be an integer in 0..2"),
     (loom_trace(("UserInput", {}), loop_start=5), "loop_start"),
-    ({"machine": "loom-agent", "steps": "x"}, "'steps' must be a list"),
+    ({"machine": "loom-agent", "steps": "x"}, "'steps' list"),
+    ({"machine": "other", "steps": []}, "is for machine 'other'"),
 ])
 def test_bad_trace_is_refused(loom: Table, data: object, message: str) -> None:
     with pytest.raises(OverlayError, match=message):
-        trace_overlay(loom, data)
+        trace_overlay(loom, json.dumps(data))
 
 
 def test_cli_draws_overlays_and_reports_bad_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,6 +130,9 @@ def test_cli_draws_overlays_and_reports_bad_files(tmp_path: Path, capsys: pytest
     out = tmp_path / "trace.mmd"
     assert main(["diagram", LOOM, "--trace", str(trace), "-o", str(out)]) == 0
     assert "(5) ToolCompleted" in out.read_text()
+    trace.write_text("{not json")
+    assert main(["diagram", LOOM, "--trace", str(trace)]) == 2
+    assert "trace: not JSON" in capsys.readouterr().err
     coverage = tmp_path / "cov.json"
     coverage.write_text(json.dumps({"machine": "loom-agent", "rows": {"1": 2}}))
     assert main(["diagram", LOOM, "--coverage", str(coverage), "--format", "dot", "-o", str(tmp_path / "c.dot")]) == 0
