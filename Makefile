@@ -9,7 +9,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify test lint typecheck bench clean
+.PHONY: setup check verify test lint typecheck bench clean diagrams
 
 setup: $(STAMP)
 
@@ -21,7 +21,11 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check
+verify: check diagrams
+
+# Pictures of every bundled table: diagrams/<machine>.svg and .mmd (checked fresh by the tests).
+diagrams: setup
+	$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
 
 lint: setup
 	$(BIN)/ruff check .

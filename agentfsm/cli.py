@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
+from agentfsm.diagrams import commands as diagram_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
 
-PARTS = [spec_commands, verify_commands]
+PARTS = [spec_commands, verify_commands, diagram_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

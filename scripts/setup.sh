@@ -24,3 +24,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: please install ${missing[*]} (not root, so not installing them)" >&2
   fi
 fi
+# Mermaid's own parser checks the generated Mermaid diagrams (tests skip without npm).
+if command -v npm >/dev/null 2>&1; then
+  lock=tests/mermaid/package-lock.json
+  if [ ! tests/mermaid/node_modules/.package-lock.json -nt "$lock" ]; then
+    (cd tests/mermaid && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+      || echo "setup: npm ci in tests/mermaid failed; the Mermaid grammar test will fail" >&2
+  fi
+else
+  echo "setup: npm not found; the Mermaid grammar test will be skipped" >&2
+fi

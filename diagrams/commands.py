@@ -1,0 +1,122 @@
+"""``agentfsm diagram``: draw tables as SVG, PNG, DOT or Mermaid, with overlays."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentfsm.diagrams.explored import ConfigGraph, TooLarge, config_graph
+from agentfsm.diagrams.model import Diagram, build
+from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, picture
+from agentfsm.diagrams.overlay import OverlayError, coverage_overlay, trace_overlay
+from agentfsm.diagrams.render import RenderError
+from agentfsm.spec.model import Table
+from agentfsm.verify.explore import explore
+
+from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "diagram", help="draw a table (Graphviz SVG/PNG/DOT or Mermaid)",
+        description="Draw a table's states and rows. States carry initial and final marks, transient "
+                    "states are decision points, wildcard rows start from one 'any state' box, and rows "
+                    "between the same two states share one edge. Overlays draw a verifier trace or a "
+                    "coverage run over the table; --explored draws the configuration graph instead.")
+    parser.add_argument("tables", nargs="+", metavar="TABLE")
+    parser.add_argument("--format", choices=FORMATS, help="output format (default: from -o's suffix, else svg)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    parser.add_argument("--out-dir", metavar="DIR",
+                        help="write DIR/<machine>.svg and DIR/<machine>.mmd for every TABLE (what make diagrams does)")
+    overlays = parser.add_mutually_exclusive_group()
+    overlays.add_argument("--trace", metavar="FILE", help="replay a verifier trace (JSON) and highlight its path")
+    overlays.add_argument("--coverage", metavar="FILE",
+                          help='colour rows by a coverage run: JSON {"machine": ..., "rows": {"N": count}}')
+    overlays.add_argument("--explored", action="store_true",
+                          help="draw the explored configuration graph, grouped by state (small bounds only)")
+    add_set_option(parser)
+    parser.set_defaults(func=run_diagram)
+
+
+def run_diagram(args: argparse.Namespace) -> int:
+    tables = load_tables(args.tables, args.overrides)
+    try:
+        if args.out_dir:
+            return _write_all(args, tables)
+        if len(tables) != 1:
+            raise BadInput("several tables need --out-dir; -o and standard output take one table")
+        fmt = _format(args)
+        data = picture(_diagram(args, tables[0]), fmt)
+    except RenderError as exc:
+        raise BadInput(str(exc)) from None
+    if args.output:
+        _write(Path(args.output), data)
+    elif fmt == "png" and sys.stdout.isatty():
+        raise BadInput("PNG is binary: give -o FILE or redirect standard output")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def _write_all(args: argparse.Namespace, tables: list[Table]) -> int:
+    if args.output or args.format or args.trace or args.coverage or args.explored:
+        raise BadInput("--out-dir writes the plain pictures: it takes no -o, --format or overlay")
+    out = Path(args.out_dir)
+    for table in tables:
+        for name, data in committed_pictures(build(table)).items():
+            _write(out / name, data)
+            print(f"wrote {out / name}")
+    return EXIT_OK
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return str(args.format)
+    if args.output:
+        suffix = Path(args.output).suffix.lower()
+        if suffix not in SUFFIXES:
+            raise BadInput(f"cannot tell the format from {args.output!r}: give --format "
+                           f"({', '.join(FORMATS)})")
+        return SUFFIXES[suffix]
+    return "svg"
+
+
+def _diagram(args: argparse.Namespace, table: Table) -> Diagram | ConfigGraph:
+    try:
+        if args.explored:
+            return config_graph(table, explore(table))
+        if args.trace:
+            return build(table, trace_overlay(table, _read(args.trace)))
+        if args.coverage:
+            return build(table, coverage_overlay(table, _read_json(args.coverage)))
+    except (OverlayError, TooLarge) as exc:
+        raise BadInput(str(exc)) from None
+    return build(table)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text: {exc}") from None
+
+
+def _read_json(path: str) -> Any:
+    try:
+        return json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}: not valid JSON: {exc}") from None
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise BadInput(f"{path}: {exc.strerror or exc}") from None

@@ -1,0 +1,183 @@
+"""Graphviz renderer: the drawing model as DOT source (pure), styled to print in grey.
+
+States are rounded boxes, the initial state is pointed at by a dot, final states have a
+double border, transient states are diamonds (decision points), and wildcard rows leave
+one dashed "any state" box. Edge labels are HTML: one line per merged row, updates in a
+smaller second line. Overlays change only weights and shades, never the layout inputs
+that do not depend on them, so a trace over a table still looks like the table.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import graphviz
+from agentfsm.diagrams.model import ANY, Diagram, Edge, Line, Node
+
+FONT = "Helvetica,Arial,sans-serif"
+START = "(start)"
+INK = "#222222"
+MUTED = "#9a9a9a"
+FILL = "#f0f0f0"
+TRANSIENT_FILL = "#ffffff"
+HIGHLIGHT = "#000000"
+
+
+def to_dot(diagram: Diagram) -> str:
+    """DOT source for ``diagram``; the same diagram always gives the same text."""
+    graph = graphviz.Digraph(name=diagram.machine)
+    graph.attr("graph", rankdir="TB", fontname=FONT, fontsize="13", labelloc="t", labeljust="l",
+               nodesep="0.45", ranksep="0.55", pad="0.2", newrank="true", label=_caption(diagram))
+    graph.attr("node", shape="box", style="rounded,filled", fillcolor=FILL, color=INK, fontcolor=INK,
+               fontname=FONT, fontsize="12", margin="0.18,0.08", penwidth="1.2")
+    graph.attr("edge", fontname=FONT, fontsize="10", color=INK, fontcolor=INK, arrowsize="0.7", penwidth="1.1")
+    graph.node(START, label="", shape="circle", style="filled", fillcolor=INK, width="0.16", fixedsize="true")
+    inside = internal_edges(diagram)
+    for node in diagram.nodes:
+        graph.node(node.id, **_node_attrs(diagram, node, inside.get(node.id)))
+        if node.initial:
+            graph.edge(START, node.id)
+    for edge in diagram.edges:
+        if edge.source not in inside or edge.target != edge.source:
+            graph.edge(edge.source, edge.target, **_edge_attrs(diagram, edge))
+    source: str = graph.source
+    return source
+
+
+def _caption(diagram: Diagram) -> str:
+    lines = [f"<b>{escape(diagram.title)}</b>"]
+    if diagram.overlay:
+        lines += [f'<font point-size="11">{escape(note)}</font>' for note in diagram.overlay.notes]
+    return "<" + '<br align="left"/>'.join(lines) + '<br align="left"/>>'
+
+
+def internal_edges(diagram: Diagram) -> dict[str, Edge]:
+    """Self-loops of (non-transient) states, drawn inside their box rather than as loops.
+
+    A small loop with a long label crowds the box and collides with edges arriving on the
+    same side; listed under the state's name (UML's internal transitions; tables have no
+    entry or exit actions, so nothing is lost) the rows read as a list instead.
+    """
+    kinds = {node.id: node.kind for node in diagram.nodes}
+    return {e.source: e for e in diagram.edges if e.source == e.target and kinds[e.source] == "state"}
+
+
+def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None) -> dict[str, str]:
+    attrs = {"label": node.label, "tooltip": node.description or node.label}
+    overlay = diagram.overlay
+    if inside is not None:
+        lit = overlay is not None and overlay.kind == "trace" and bool(node.visited)
+        dim = overlay is not None and overlay.kind == "trace" and not node.visited
+        rows = "".join(f"row {line.row}" + (f": {line.description}" if line.description else "") + "; "
+                       for line in inside.lines)
+        attrs.update(shape="plain", tooltip=f"{node.description or node.label}; {rows}".strip("; "),
+                     label=_compartments(diagram, node, inside, lit, dim))
+        return attrs
+    if node.kind == "transient":
+        attrs.update(shape="diamond", fillcolor=TRANSIENT_FILL, fontsize="10", margin="0.02",
+                     tooltip=f"transient: {node.description or node.label}")
+    elif node.kind == "any":
+        attrs.update(style="rounded,dashed", fillcolor="none", fontcolor=INK, label="any state")
+    if node.final:
+        attrs["peripheries"] = "2"
+    if overlay and overlay.kind == "trace":
+        if node.visited and node.kind == "transient":
+            attrs.update(penwidth="2.6", color=HIGHLIGHT)
+        elif node.visited:
+            attrs.update(penwidth="2.6", color=HIGHLIGHT, label=f"<{_name(node)}>")
+        elif node.kind != "any":
+            attrs.update(color=MUTED, fontcolor=MUTED)
+    return attrs
+
+
+def _name(node: Node) -> str:
+    """A state's name, with the trace steps after which the machine rested there."""
+    if not node.visited:
+        return escape(node.label)
+    later = [str(n) for n in node.visited if n > 0]
+    parts = ["start"] if 0 in node.visited else []
+    if later:
+        parts.append(("steps " if len(later) > 1 else "step ") + ", ".join(later))
+    steps = ", ".join(parts)
+    return f'<b>{escape(node.label)}</b><br/><font point-size="9">after {escape(steps)}</font>'
+
+
+def _compartments(diagram: Diagram, node: Node, inside: Edge, lit: bool, dim: bool) -> str:
+    """A box with the state's name over a line, and its self-loop rows below."""
+    colour = HIGHLIGHT if lit else MUTED if dim else INK
+    name = f'<font color="{MUTED}">{_name(node)}</font>' if dim else _name(node)
+    return (f'<<table border="{2 if lit else 1}" style="rounded" bgcolor="{FILL}" color="{colour}" '
+            f'cellborder="0" cellspacing="0" cellpadding="3">'
+            f'<tr><td cellpadding="6"><font point-size="12">{name}</font></td></tr><hr/>'
+            f'<tr><td align="left"><font point-size="10">{_label(diagram, inside, inline=True)}</font></td></tr>'
+            "</table>>")
+
+
+def _edge_attrs(diagram: Diagram, edge: Edge) -> dict[str, str]:
+    attrs = {"label": "<" + _label(diagram, edge) + ">",
+             "tooltip": "; ".join(f"row {line.row}" + (f": {line.description}" if line.description else "")
+                                  for line in edge.lines)}
+    if edge.source == ANY:
+        attrs.update(style="dashed")
+    overlay = diagram.overlay
+    if overlay and overlay.kind == "trace":
+        if any(line.mark.steps for line in edge.lines):
+            attrs.update(penwidth="2.8", color=HIGHLIGHT, arrowsize="0.9")
+        else:
+            attrs.update(color=MUTED, fontcolor=MUTED)
+    elif overlay and overlay.kind == "coverage":
+        total = sum(line.mark.count or 0 for line in edge.lines)
+        if total == 0:
+            attrs.update(style="dashed", color=MUTED)
+        else:
+            width = 1 + 2.5 * _share(total, overlay.max_count)
+            attrs.update(penwidth=f"{width:.2f}", color=_shade(total, overlay.max_count))
+    return attrs
+
+
+def _share(count: int, most: int) -> float:
+    """Where ``count`` sits between 0 and ``most`` on a log scale (coverage counts are skewed)."""
+    return math.log1p(count) / math.log1p(most) if most > 0 else 0.0
+
+
+def _shade(count: int, most: int) -> str:
+    """Grey from light (rarely fired) to black (the most fired row): survives grey printing."""
+    level = round(0x88 * (1 - _share(count, most)))
+    return f"#{level:02x}{level:02x}{level:02x}"
+
+
+def _label(diagram: Diagram, edge: Edge, inline: bool = False) -> str:
+    # A self-loop is drawn small; an empty first column keeps its label clear of the loop.
+    spacer = '<td width="8"></td>' if edge.source == edge.target and not inline else ""
+    rows = "".join(_line(diagram, line, spacer) for line in edge.lines)
+    return f'<table border="0" cellborder="0" cellspacing="0" cellpadding="2">{rows}</table>'
+
+
+def _line(diagram: Diagram, line: Line, spacer: str) -> str:
+    head = escape(line.head)
+    if line.event:
+        head = f"<b>{escape(line.event)}</b>" + head[len(escape(line.event)):]
+    tail = f'<br align="left"/><font point-size="9"><i>{escape(line.tail)}</i></font>' if line.tail else ""
+    overlay = diagram.overlay
+    badge = ""
+    if overlay and overlay.kind == "trace":
+        if line.mark.steps:
+            numbers = ", ".join(map(str, line.mark.steps))
+            badge = (f'<td bgcolor="{HIGHLIGHT}" valign="top"><font color="white" point-size="9">'
+                     f'<b>{"✗ " if line.mark.faulty else ""}{numbers}</b></font></td>')
+        else:
+            badge = "<td></td>"
+            head, tail = _muted(head), _muted(tail)
+    elif overlay and overlay.kind == "coverage":
+        count = line.mark.count or 0
+        text = "never" if count == 0 else f"×{count}"
+        colour = MUTED if count == 0 else _shade(count, overlay.max_count)
+        badge = f'<td valign="top" align="right"><font point-size="9" color="{colour}"><b>{text}</b></font></td>'
+        if count == 0:
+            head, tail = _muted(f"<i>{head}</i>" if head else ""), _muted(tail)
+    return f'<tr>{spacer}{badge}<td align="left" balign="left">{head}{tail}</td></tr>'
+
+
+def _muted(text: str) -> str:
+    return f'<font color="{MUTED}">{text}</font>' if text else ""

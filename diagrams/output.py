@@ -1,0 +1,33 @@
+"""From a table (and an optional overlay) to the bytes of one picture in one format."""
+
+from __future__ import annotations
+
+from agentfsm.diagrams.dot import to_dot
+from agentfsm.diagrams.explored import ConfigGraph, explored_dot, explored_mermaid
+from agentfsm.diagrams.mermaid import to_mermaid
+from agentfsm.diagrams.model import Diagram
+from agentfsm.diagrams.render import run_dot, svg
+
+FORMATS = ("svg", "png", "dot", "mermaid")
+SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
+
+
+def picture(diagram: Diagram | ConfigGraph, fmt: str) -> bytes:
+    if isinstance(diagram, ConfigGraph):
+        if fmt == "mermaid":
+            return explored_mermaid(diagram).encode()
+        source = explored_dot(diagram)
+    elif fmt == "mermaid":
+        return to_mermaid(diagram).encode()
+    else:
+        source = to_dot(diagram)
+    if fmt == "dot":
+        return source.encode()
+    if fmt == "svg":
+        return svg(source, diagram.machine)
+    return run_dot(source, fmt)
+
+
+def committed_pictures(diagram: Diagram) -> dict[str, bytes]:
+    """The files ``make diagrams`` writes for a bundled table, by file name."""
+    return {f"{diagram.machine}.svg": picture(diagram, "svg"), f"{diagram.machine}.mmd": picture(diagram, "mermaid")}
