@@ -34,6 +34,7 @@ from agentfsm.impl.durable_state import (
     config_json,
     initial_state,
 )
+from agentfsm.impl.engine import Engine
 from agentfsm.impl.journal import (
     ANOMALY,
     APPROVAL_EXPIRED,
@@ -55,7 +56,7 @@ from agentfsm.impl.journal import (
 )
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
-from agentfsm.spec.semantics import StepResult, step
+from agentfsm.spec.semantics import StepResult
 
 StatusReply = tuple[Literal["done", "not-run", "unknown"], JSON]
 Clock = Callable[[], float]
@@ -81,14 +82,20 @@ class Tool(Protocol):
         ...
 
 
-class SemanticsStepper:
-    """The reference semantics as the durable runtime's pure step."""
+class EngineStepper:
+    """The runtime's Engine as the durable runtime's pure step: restored to the journaled
+    configuration, stepped, and read back (one engine serves the whole run)."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
+        self.engine = Engine(table)
 
     def step(self, state: int, values: tuple[Value, ...], event: str, params: tuple[Value, ...]) -> StepResult:
-        return step(self.table, state, values, event, params)
+        engine = self.engine
+        engine.restore(self.table.states[state].name, values)
+        outcome = engine.step_values(event, params)
+        return StepResult(outcome.accepted, engine.state_index, engine.values, outcome.actions,
+                          engine.last_rows, outcome.status)
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,7 @@ class DurableRun:
         self.run_id = run_id
         self.tools = tools
         self.st = st
-        self.stepper = stepper or SemanticsStepper(table)
+        self.stepper = stepper or EngineStepper(table)
         self.options = options or Options()
         self.last_snapshot = last_snapshot
 
@@ -160,7 +167,7 @@ class DurableRun:
         machine = store.machine(run_id)
         if machine != table.machine:
             raise JournalError(f"run {run_id!r} runs machine {machine!r}, not {table.machine!r}")
-        stepper = stepper or SemanticsStepper(table)
+        stepper = stepper or EngineStepper(table)
         loaded = store.load(run_id)
         records = list(loaded.records)
         if loaded.snapshot is not None:
