@@ -168,7 +168,7 @@ class CrashChecker:
 
     # -- judging -------------------------------------------------------------------------
 
-    def _violate(self, kind: str, scenario: str, message: str) -> None:
+    def violate(self, kind: str, scenario: str, message: str) -> None:
         self.report.violations.append(Violation(kind, scenario, message))
 
     def _judge(self, scenario: str, ref: Observed, store: MemoryStore, ledger: MemoryLedger, mode: str,
@@ -178,22 +178,22 @@ class CrashChecker:
         try:
             run = self._run(store, ledger, mode, recover=True)
             if terminal and (store.version(RUN) != version or ledger.executions() != before):
-                self._violate("terminal-reexecuted", scenario, "recovery of a finished run wrote or ran something")
+                self.violate("terminal-reexecuted", scenario, "recovery of a finished run wrote or ran something")
             self._deliver(run, events)
             got = observe(run)
             checksums = [r.checksum for r in store.records(RUN)]
         except CorruptJournal as exc:
-            self._violate("sequence", scenario, str(exc))
+            self.violate("sequence", scenario, str(exc))
             return store.points
         except Exception as exc:
-            self._violate("recovery-error", scenario, f"{type(exc).__name__}: {exc}")
+            self.violate("recovery-error", scenario, f"{type(exc).__name__}: {exc}")
             return store.points
         for kind, message in compare(ref, got, ledger.executions()):
-            self._violate(kind, scenario, message)
+            self.violate(kind, scenario, message)
         if checksums[:len(durable)] != list(durable):
-            self._violate("sequence", scenario, "the journal after recovery does not extend the durable records")
+            self.violate("sequence", scenario, "the journal after recovery does not extend the durable records")
         if run.version != store.version(RUN):
-            self._violate("sequence", scenario, f"the run is at version {run.version}, the store at "
+            self.violate("sequence", scenario, f"the run is at version {run.version}, the store at "
                                                 f"{store.version(RUN)}")
         return store.points
 
@@ -218,7 +218,7 @@ class CrashChecker:
             self._deliver(run, events, first=len(prefix))
             ref = observe(run)
         except Exception as exc:
-            self._violate("recovery-error", name, f"the crash-free run failed: {exc}")
+            self.violate("recovery-error", name, f"the crash-free run failed: {exc}")
             return
         boundaries = len(ref_store.trace)
         self.report.boundaries += boundaries
@@ -229,7 +229,7 @@ class CrashChecker:
             crashed.arm(point)
             try:
                 self._deliver(self._run(crashed, crashed_ledger, mode, recover=False), events, first=len(prefix))
-                self._violate("outcome", where, "the step did not reach this boundary again (not deterministic)")
+                self.violate("outcome", where, "the step did not reach this boundary again (not deterministic)")
                 continue
             except Crash:
                 pass
@@ -255,7 +255,7 @@ class CrashChecker:
         store.arm(None)
         durable_now, _ = self._durable_view(store)
         if durable_now[:len(durable)] != list(durable):
-            self._violate("sequence", label, "the interrupted recovery rewrote records that were durable")
+            self.violate("sequence", label, "the interrupted recovery rewrote records that were durable")
         self._judge(label, ref, store, world, mode, events, durable_now, terminal)
 
     def race(self, base: MemoryStore, ledger: MemoryLedger, prefix: Sequence[Label], label: Label) -> None:
@@ -280,10 +280,10 @@ class CrashChecker:
             second.deliver(name_, params, event_id=f"e{n}b")
             got = observe(DurableRun.attach(store, table, RUN, ledger_tools(table, world, True)))
         except Exception as exc:
-            self._violate("lost-update", where, str(exc))
+            self.violate("lost-update", where, str(exc))
             return
         for kind, message in compare(ref, got, world.executions()):
-            self._violate("lost-update" if kind == "outcome" else kind, where, message)
+            self.violate("lost-update" if kind == "outcome" else kind, where, message)
 
     def check(self, progress: Callable[[int, int], None] | None = None) -> CrashReport:
         ex = explore(self.table)
@@ -296,7 +296,7 @@ class CrashChecker:
                     base, ledger = self.prefix(prefix, mode)
                 except Exception as exc:
                     where = f"prefix [{', '.join(describe_label(self.table, p) for p in prefix)}]; tools: {mode}"
-                    self._violate("recovery-error", where, f"the crash-free prefix failed: {exc}")
+                    self.violate("recovery-error", where, f"the crash-free prefix failed: {exc}")
                     continue
                 for label in ex.labels:
                     self.scenario(base, ledger, prefix, label, mode)
