@@ -10,7 +10,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify test lint typecheck bench clean
+.PHONY: setup check verify crash test lint typecheck bench clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,12 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check
+verify: check crash
+
+# Crash the durable runtime at every write boundary of every bundled table with external actions.
+crash: setup
+	@for t in $(TABLES); do grep -q 'effect: external' $$t || continue; \
+	  $(BIN)/agentfsm crash $$t --kill 8 || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check .

@@ -94,11 +94,11 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
         ref = observe(ref_run)
         with tempfile.TemporaryDirectory(prefix="agentfsm-kill-") as tmp:
             db, ledger_path = Path(tmp) / "journal.db", Path(tmp) / "ledger"
-            argv = [sys.executable, "-m", "agentfsm.verify.crash_kill", table_path, json.dumps(dict(overrides)),
-                    str(db), str(ledger_path), str(before + point), _events(events),
+            argv = [sys.executable, "-m", "agentfsm.verify.crash_kill", str(Path(table_path).resolve()),
+                    json.dumps(dict(overrides)), str(db), str(ledger_path), str(before + point), _events(events),
                     json.dumps(dict(checker.options.approvals))]
             try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=tmp)
             except subprocess.TimeoutExpired:
                 checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
                 continue
