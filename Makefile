@@ -40,6 +40,7 @@ test: lint typecheck
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py
+	$(BIN)/python bench/bench_durable.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
