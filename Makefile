@@ -1,5 +1,6 @@
 # make verify: set up .venv if needed, verify every bundled table, render its diagrams.
 # make test:   lint, type-check and run the test suite.
+# make bench:  speed and memory figures, as ratios to baselines measured in the same run.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify test lint typecheck bench clean diagrams
+.PHONY: setup check verify crash test lint typecheck bench clean diagrams
 
 setup: $(STAMP)
 
@@ -21,11 +22,16 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check diagrams
+verify: check diagrams crash
 
 # Pictures of every bundled table: diagrams/<machine>.svg and .mmd (checked fresh by the tests).
 diagrams: setup
 	$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
+
+# Crash the durable runtime at every write boundary of every bundled table with external actions.
+crash: setup
+	@for t in $(TABLES); do grep -q 'effect: external' $$t || continue; \
+	  $(BIN)/agentfsm crash $$t --kill 8 || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check .
@@ -35,6 +41,10 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/bench_runtime.py
+	$(BIN)/python bench/bench_durable.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,427 @@
+"""The durable run: every step journaled, external effects under the started/completed protocol.
+
+Seed 003's rules, as code:
+
+- A step is written (previous and next configuration, event, reason, ids) with
+  compare-and-swap on the run's version; a writer that loses reloads and applies its event
+  to the new state, where the table accepts, rejects (an anomaly, which stops automatic
+  progress) or, in a final state, refuses it as stale.
+- An external action emitted by a step gets an idempotency key ``RUN/SEQ/CALL`` (run id,
+  the step's sequence number, the action's position in the step). ``started`` is durable
+  before the tool runs, ``completed`` (result or failure) after.
+- Recovery loads the newest snapshot, replays the rest once, then settles every effect:
+  one never started is run (it cannot have run: ``started`` precedes it); one started but
+  not completed is recorded ``unknown`` and resolved by the tool's status query, else by
+  an idempotent retry with the same key, else left as a decision for the user. It is never
+  re-run silently. Completed results are reused; pending approvals are kept and their
+  lifetime re-validated; a terminal run does nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from agentfsm.impl.durable_state import (
+    Approval,
+    Effect,
+    ReplayError,
+    RunState,
+    Stepper,
+    apply,
+    config_json,
+    initial_state,
+)
+from agentfsm.impl.engine import Engine
+from agentfsm.impl.journal import (
+    ANOMALY,
+    APPROVAL_EXPIRED,
+    COMPLETED,
+    CREATED,
+    DECIDED,
+    JSON,
+    REPAIRED,
+    STALE,
+    STARTED,
+    STEP,
+    UNKNOWN,
+    Conflict,
+    CorruptJournal,
+    Entry,
+    JournalError,
+    Record,
+    Store,
+)
+from agentfsm.spec.expr import Value
+from agentfsm.spec.model import Table
+from agentfsm.spec.semantics import StepResult
+
+StatusReply = tuple[Literal["done", "not-run", "unknown"], JSON]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class EffectCall:
+    """What a tool is asked to do; ``key`` stays the same across retries of one effect."""
+
+    run_id: str
+    action: str
+    key: str
+    attempt: int
+
+
+class Tool(Protocol):
+    """An external action's handler. ``status`` answers None when the tool has no status query."""
+
+    def run(self, call: EffectCall) -> JSON:
+        ...
+
+    def status(self, call: EffectCall) -> StatusReply | None:
+        ...
+
+
+class EngineStepper:
+    """The runtime's Engine as the durable runtime's pure step: restored to the journaled
+    configuration, stepped, and read back (one engine serves the whole run)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.engine = Engine(table)
+
+    def step(self, state: int, values: tuple[Value, ...], event: str, params: tuple[Value, ...]) -> StepResult:
+        engine = self.engine
+        name = self.table.states[state].name
+        if engine.state != name or engine.values != values:   # replay and live steps continue in place
+            engine.restore(name, values)
+        outcome = engine.step_values(event, params)
+        return StepResult(outcome.accepted, engine.state_index, engine.values, outcome.actions,
+                          engine.last_rows, outcome.status)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Something only the user can settle: an unknown effect, an expired approval, an anomaly."""
+
+    kind: Literal["unknown-effect", "approval-expired", "anomaly"]
+    id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering one event did. ``status`` is ``fired``/``ignored`` (accepted), ``rejected``
+    (an anomaly), ``stale`` (the run had ended), ``duplicate`` (this event id was already
+    delivered) or ``halted`` (an earlier anomaly stops automatic progress; nothing written)."""
+
+    status: str
+    accepted: bool
+    state: str
+    actions: tuple[str, ...]
+    effects: tuple[Effect, ...] = ()
+    seq: int = 0
+
+
+@dataclass
+class Options:
+    """``approvals`` maps each action that asks the user for approval to its lifetime in seconds
+    (None: never expires); ``snapshot_every`` writes a snapshot every N records (0: never)."""
+
+    approvals: Mapping[str, float | None] = field(default_factory=dict)
+    snapshot_every: int = 0
+    max_conflicts: int = 100
+    clock: Clock = time.time
+
+
+class DurableRun:
+    """One run of a table whose every step and effect is in a journal store."""
+
+    def __init__(self, store: Store, table: Table, run_id: str, tools: Mapping[str, Tool], st: RunState,
+                 stepper: Stepper | None = None, options: Options | None = None, last_snapshot: int = 0) -> None:
+        missing = sorted(a.name for a in table.actions if a.effect == "external" and a.name not in tools)
+        if missing:
+            raise ValueError(f"no tool for the external action(s) {', '.join(missing)}")
+        self.store = store
+        self.table = table
+        self.run_id = run_id
+        self.tools = tools
+        self.st = st
+        self.stepper = stepper or EngineStepper(table)
+        self.options = options or Options()
+        self.last_snapshot = last_snapshot
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, store: Store, table: Table, run_id: str, tools: Mapping[str, Tool],
+               stepper: Stepper | None = None, options: Options | None = None) -> DurableRun:
+        opts = options or Options()
+        start = config_json(table, table.initial.index, table.initial_vars())
+        record = store.create(run_id, table.machine, Entry(CREATED, {"machine": table.machine, "config": start},
+                                                           opts.clock()))
+        return cls(store, table, run_id, tools, initial_state(table, record), stepper, opts)
+
+    @classmethod
+    def attach(cls, store: Store, table: Table, run_id: str, tools: Mapping[str, Tool],
+               stepper: Stepper | None = None, options: Options | None = None) -> DurableRun:
+        """Load the run from its newest snapshot and the records after it, without recovering it."""
+        machine = store.machine(run_id)
+        if machine != table.machine:
+            raise JournalError(f"run {run_id!r} runs machine {machine!r}, not {table.machine!r}")
+        stepper = stepper or EngineStepper(table)
+        loaded = store.load(run_id)
+        records = list(loaded.records)
+        if loaded.snapshot is not None:
+            st = RunState.from_json(table, loaded.snapshot.body)
+        else:
+            if not records:
+                raise ReplayError(run_id, 1, "the journal is empty")
+            st = initial_state(table, records.pop(0))
+        run = cls(store, table, run_id, tools, st, stepper, options,
+                  loaded.snapshot.seq if loaded.snapshot else 0)
+        run._replay(records)
+        return run
+
+    @classmethod
+    def open(cls, store: Store, table: Table, run_id: str, tools: Mapping[str, Tool],
+             stepper: Stepper | None = None, options: Options | None = None) -> DurableRun:
+        """Recover a run after a restart: load, replay once, settle its effects and approvals."""
+        run = cls.attach(store, table, run_id, tools, stepper, options)
+        run.recover()
+        return run
+
+    def _replay(self, records: Sequence[Record]) -> None:
+        for record in records:
+            apply(self.table, self.stepper, self.st, record)
+
+    def reload(self) -> None:
+        """Catch up with records other writers appended since we last looked."""
+        self._replay(self.store.records(self.run_id, after=self.st.version))
+
+    # -- views ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        return self.table.states[self.st.state].name
+
+    @property
+    def vars(self) -> dict[str, Value]:
+        return self.table.vars_dict(self.st.vars)
+
+    @property
+    def version(self) -> int:
+        return self.st.version
+
+    @property
+    def terminal(self) -> bool:
+        return self.table.states[self.st.state].final and not self.st.unresolved()
+
+    @property
+    def pending_approvals(self) -> list[Approval]:
+        return list(self.st.approvals.values())
+
+    def decisions(self) -> list[Decision]:
+        found = [Decision("unknown-effect", e.key, f"{e.action} ({e.key}) may or may not have run: "
+                          "its outcome is unknown; decide completed, failed or rerun")
+                 for e in self.st.effects.values() if e.status == "unknown"]
+        found += [Decision("approval-expired", a.id, f"the approval asked by {a.action} ({a.id}) expired "
+                           "while the run was down; ask again") for a in self.st.approvals.values() if a.expired]
+        if self.st.halted is not None:
+            found.append(Decision("anomaly", str(self.st.version), self.st.halted))
+        return found
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _append(self, entries: Sequence[Entry]) -> list[Record]:
+        """Write ``entries`` if the run is still at our version (``Conflict`` otherwise), with a
+        snapshot of the resulting state when one is due; our state follows only on success."""
+        base = self.st.version
+        every = self.options.snapshot_every
+        if not (every and base + len(entries) - self.last_snapshot >= every):
+            records = self.store.append(self.run_id, base, entries)
+            self._replay_own(records, self.st)
+            return records
+        after = self.st.copy()
+        self._replay_own([Record(self.run_id, base + 1 + i, e.kind, e.time, e.body, "")
+                          for i, e in enumerate(entries)], after)
+        records = self.store.append(self.run_id, base, entries, after.to_json(self.table))
+        self.st = after
+        self.last_snapshot = after.version
+        return records
+
+    def _replay_own(self, records: Sequence[Record], st: RunState) -> None:
+        """Fold records we built from our own step (no need to derive them again)."""
+        for record in records:
+            apply(self.table, self.stepper, st, record, check=False)
+
+    def _append_retrying(self, entry: Entry, still_needed: Callable[[], bool]) -> bool:
+        """Append a record that does not depend on the state version (an effect's progress)."""
+        for _ in range(self.options.max_conflicts):
+            if not still_needed():
+                return False
+            try:
+                self._append([entry])
+                return True
+            except Conflict:
+                self.reload()
+        raise JournalError(f"run {self.run_id!r}: gave up after {self.options.max_conflicts} write conflicts")
+
+    def _entry(self, event: str, params: tuple[Value, ...], event_id: str | None) -> tuple[Entry, StepResult]:
+        table = self.table
+        st = self.st
+        result = self.stepper.step(st.state, st.vars, event, params)
+        here = config_json(table, st.state, st.vars)
+        base: dict[str, JSON] = {"event": event, "params": table.event(event).param_dict(params),
+                                 "event_id": event_id}
+        now = self.options.clock()
+        if result.status == "final":
+            return Entry(STALE, {**base, "state": here["state"], "reason": "the run has ended"}, now), result
+        if result.status == "rejected":
+            reason = f"illegal event {event} in state {here['state']}: no row applies"
+            return Entry(ANOMALY, {**base, "state": here["state"], "reason": reason}, now), result
+        seq = st.version + 1
+        effects, approvals = [], []
+        for call_id, name in enumerate(result.actions):
+            action = table.action_index[name]
+            key = f"{self.run_id}/{seq}/{call_id}"
+            if action.effect == "external":
+                effects.append({"key": key, "action": name, "call_id": call_id, "idempotent": action.idempotent})
+            if name in self.options.approvals:
+                lifetime = self.options.approvals[name]
+                approvals.append({"id": key, "action": name,
+                                  "expires_at": None if lifetime is None else now + lifetime})
+        reason = ("; ".join(f"row {r.index}: {r.label()}" for r in result.rows)
+                  or f"no row applies: {event} ignored")
+        body = {**base, "prev": here, "next": config_json(table, result.state, result.vars),
+                "status": result.status, "reason": reason, "rows": [r.index for r in result.rows],
+                "actions": list(result.actions), "effects": effects, "approvals": approvals,
+                "answers": sorted(st.approvals)}
+        return Entry(STEP, body, now), result
+
+    def deliver(self, event: str, params: Mapping[str, object] | None = None,
+                event_id: str | None = None) -> Delivery:
+        """Apply one event durably and run the external effects it emits.
+
+        ``event_id`` makes delivery idempotent: an event source that redelivers after a crash
+        gets ``duplicate`` for events already in the journal."""
+        if event not in self.table.event_index:
+            raise ValueError(f"{self.table.machine} has no event {event!r}")
+        values = self.table.event(event).param_values(params or {})
+        for _ in range(self.options.max_conflicts):
+            if event_id is not None and event_id in self.st.events:
+                return Delivery("duplicate", False, self.state, ())
+            if self.st.halted is not None:
+                return Delivery("halted", False, self.state, ())
+            entry, result = self._entry(event, values, event_id)
+            try:
+                [record] = self._append([entry])
+            except Conflict:
+                self.reload()
+                continue
+            break
+        else:
+            raise JournalError(f"run {self.run_id!r}: gave up after {self.options.max_conflicts} write conflicts")
+        status = result.status if record.kind == STEP else record.kind if record.kind != ANOMALY else "rejected"
+        keys = [e.key for e in self.st.effects.values() if e.seq == record.seq]
+        for key in keys:
+            self._perform(self.st.effects[key])
+        return Delivery(status, result.accepted, self.state, result.actions,
+                        tuple(self.st.effects[k] for k in keys), record.seq)
+
+    def _tool(self, effect: Effect) -> Tool:
+        return self.tools[effect.action]
+
+    def _call(self, effect: Effect, attempt: int) -> EffectCall:
+        return EffectCall(self.run_id, effect.action, effect.key, attempt)
+
+    def _perform(self, effect: Effect, retry: bool = False) -> None:
+        """started (durable) -> the tool runs -> completed. The only place a tool runs."""
+        attempt = effect.attempts + 1
+        before = effect.status
+        started = Entry(STARTED, {"key": effect.key, "attempt": attempt, "retry": retry}, self.options.clock())
+        if not self._append_retrying(started, lambda: self.st.effects[effect.key].status == before):
+            return
+        self._run_tool(effect.key, attempt)
+
+    def _run_tool(self, key: str, attempt: int) -> None:
+        effect = self.st.effects[key]
+        try:
+            result, outcome = self._tool(effect).run(self._call(effect, attempt)), "completed"
+        except Exception as exc:
+            result, outcome = {"error": f"{type(exc).__name__}: {exc}"}, "failed"
+        self._complete(key, outcome, result, "run")
+
+    def _complete(self, key: str, outcome: str, result: JSON, via: str) -> None:
+        entry = Entry(COMPLETED, {"key": key, "outcome": outcome, "result": result, "via": via}, self.options.clock())
+        self._append_retrying(entry, lambda: self.st.effects[key].status in ("started", "unknown"))
+
+    # -- recovery ------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Settle what a crash left open. Every write here is itself a crash boundary."""
+        now = self.options.clock()
+        for approval in list(self.st.approvals.values()):
+            if not approval.expired and approval.expires_at is not None and now > approval.expires_at:
+                self._expire(approval.id, now)
+        for effect in sorted(self.st.unresolved(), key=lambda e: (e.seq, e.call_id)):
+            self._settle(effect.key)
+
+    def _expire(self, id: str, now: float) -> None:
+        self._append_retrying(Entry(APPROVAL_EXPIRED, {"id": id}, now),
+                              lambda: id in self.st.approvals and not self.st.approvals[id].expired)
+
+    def _settle(self, key: str) -> None:
+        effect = self.st.effects[key]
+        if effect.status == "pending":
+            self._perform(effect)
+            return
+        if effect.status == "started":
+            entry = Entry(UNKNOWN, {"key": key, "attempt": effect.attempts,
+                                    "reason": "started but not completed before the process stopped"},
+                          self.options.clock())
+            self._append_retrying(entry, lambda: self.st.effects[key].status == "started")
+        self._resolve_unknown(key)
+
+    def _resolve_unknown(self, key: str) -> None:
+        """Status query, else idempotent retry with the same key, else leave it to the user."""
+        effect = self.st.effects[key]
+        if effect.status != "unknown":
+            return
+        reply = self._tool(effect).status(self._call(effect, effect.attempts))
+        if reply is not None and reply[0] == "done":
+            self._complete(key, "completed", reply[1], "status")
+        elif reply is not None and reply[0] == "not-run":
+            self._perform(effect)
+        elif effect.idempotent:
+            self._perform(effect, retry=True)
+
+    def decide(self, id: str, decision: str, result: JSON = None) -> None:
+        """The user's answer to a decision: for an unknown effect ``completed``, ``failed`` or
+        ``rerun`` (runs it again with the same key, on the user's word); ``continue`` for an anomaly."""
+        if self.st.halted is not None and decision == "continue":
+            self._append([Entry(DECIDED, {"decision": "continue"}, self.options.clock())])
+            return
+        effect = self.st.effects.get(id)
+        if effect is None or effect.status != "unknown":
+            raise ValueError(f"no unknown effect {id!r} to decide")
+        if decision not in ("completed", "failed", "rerun"):
+            raise ValueError(f"decide {id!r} as completed, failed or rerun, not {decision!r}")
+        self._append([Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())])
+        if decision == "rerun":
+            self._perform(self.st.effects[id])
+
+
+def repair_torn_tail(store: Store, run_id: str, clock: Clock = time.time) -> int | None:
+    """Discard a torn last record, on the user's explicit request, and journal that it did.
+    Returns the sequence number discarded from, or None when the journal was whole."""
+    try:
+        store.load(run_id)
+        return None
+    except CorruptJournal as exc:
+        if not exc.tail:
+            raise
+        store.discard_tail(run_id, exc.seq)
+        store.append(run_id, store.version(run_id),
+                     [Entry(REPAIRED, {"discarded_from": exc.seq, "reason": exc.reason}, clock())])
+        return exc.seq

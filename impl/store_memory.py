@@ -1,0 +1,151 @@
+"""An in-memory store that can crash at any durable-write boundary.
+
+It keeps exactly what a real store would have on disk: a write becomes durable at its
+commit, all at once. Crash injection counts the boundaries (just before and just after
+every commit) and raises ``Crash`` at the chosen one; whatever was not committed is lost,
+and with ``tear=True`` a crash before a commit leaves the first record of that write half
+written (bad checksum), as a torn disk write would. ``clone()`` copies the durable state
+so the crash checker can branch many crashes off one prefix.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from agentfsm.impl.journal import (
+    JSON,
+    Boundary,
+    Conflict,
+    Entry,
+    Loaded,
+    Record,
+    RunExists,
+    StoredRecord,
+    StoredSnapshot,
+    UnknownRun,
+    seal,
+    seal_snapshot,
+    verify,
+    verify_snapshot,
+)
+
+
+class Crash(BaseException):
+    """The simulated process died here. A BaseException so that no handler swallows it."""
+
+    def __init__(self, point: int, phase: str, label: str) -> None:
+        super().__init__(f"crash at boundary {point} ({phase} {label})")
+        self.point = point
+        self.phase = phase
+        self.label = label
+
+
+@dataclass
+class _Run:
+    machine: str
+    records: list[StoredRecord] = field(default_factory=list)
+    snapshots: list[StoredSnapshot] = field(default_factory=list)
+
+
+class MemoryStore:
+    """The reference store: no I/O, durable at commit, crashable. Not shared between processes."""
+
+    def __init__(self, on_boundary: Boundary | None = None) -> None:
+        self._runs: dict[str, _Run] = {}
+        self.on_boundary = on_boundary
+        self.points = 0
+        self.crash_at: int | None = None
+        self.tear = False
+        self.trace: list[tuple[int, str, str]] = []
+
+    def clone(self) -> MemoryStore:
+        """A store holding the same durable data, with fresh counters and no crash armed."""
+        other = MemoryStore()
+        other._runs = copy.deepcopy(self._runs)
+        return other
+
+    def arm(self, crash_at: int | None, tear: bool = False) -> None:
+        """Crash at boundary number ``crash_at`` counted from now (1 = before the next commit)."""
+        self.points = 0
+        self.crash_at = crash_at
+        self.tear = tear
+        self.trace = []
+
+    def _boundary(self, phase: str, label: str, run: _Run | None = None,
+                  pending: Sequence[StoredRecord] = ()) -> None:
+        self.points += 1
+        self.trace.append((self.points, phase, label))
+        if self.on_boundary is not None:
+            self.on_boundary(phase, label)
+        if self.crash_at == self.points:
+            if self.tear and phase == "before" and run is not None and pending:
+                torn = pending[0]
+                run.records.append(replace(torn, body_text=torn.body_text[: len(torn.body_text) // 2]))
+            raise Crash(self.points, phase, label)
+
+    def _run(self, run_id: str) -> _Run:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise UnknownRun(run_id) from None
+
+    def create(self, run_id: str, machine: str, entry: Entry) -> Record:
+        if run_id in self._runs:
+            raise RunExists(run_id)
+        sealed = seal(run_id, "", 1, [entry])
+        self._boundary("before", entry.kind)
+        self._runs[run_id] = _Run(machine, list(sealed))
+        self._boundary("after", entry.kind)
+        return verify(run_id, "", 1, sealed)[0]
+
+    def runs(self) -> list[str]:
+        return sorted(self._runs)
+
+    def version(self, run_id: str) -> int:
+        records = self._run(run_id).records
+        return records[-1].seq if records else 0
+
+    def machine(self, run_id: str) -> str:
+        return self._run(run_id).machine
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
+        run = self._run(run_id)
+        actual = self.version(run_id)
+        if actual != expect:
+            raise Conflict(run_id, expect, actual)
+        link = run.records[-1].checksum if run.records else ""
+        sealed = seal(run_id, link, expect + 1, entries)
+        label = "+".join(e.kind for e in entries) + (" +snapshot" if snapshot is not None else "")
+        self._boundary("before", label, run, sealed)
+        run.records.extend(sealed)
+        if snapshot is not None and sealed:
+            run.snapshots.append(seal_snapshot(run_id, sealed[-1].seq, sealed[-1].checksum, snapshot))
+        self._boundary("after", label)
+        return verify(run_id, link, expect + 1, sealed)
+
+    def load(self, run_id: str) -> Loaded:
+        run = self._run(run_id)
+        for stored in reversed(run.snapshots):
+            snap = verify_snapshot(run_id, stored)
+            if snap is not None:
+                rest = [r for r in run.records if r.seq > snap.seq]
+                return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, rest)))
+        return Loaded(None, tuple(verify(run_id, "", 1, run.records)))
+
+    def records(self, run_id: str, after: int = 0) -> list[Record]:
+        return [r for r in verify(run_id, "", 1, self._run(run_id).records) if r.seq > after]
+
+    def discard_tail(self, run_id: str, seq: int) -> None:
+        run = self._run(run_id)
+        run.records = [r for r in run.records if r.seq < seq]
+        run.snapshots = [s for s in run.snapshots if s.seq < seq]
+
+    def close(self) -> None:
+        """Nothing to release; the data stays for the next 'process' that opens the store."""
+
+    # Test access: the durable bytes, for corrupting them on purpose.
+    def stored(self, run_id: str) -> list[StoredRecord]:
+        return self._run(run_id).records
