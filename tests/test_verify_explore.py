@@ -1,0 +1,64 @@
+"""The explorer against the reference semantics on the bundled tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentfsm.spec import Table, load_table
+from agentfsm.spec.semantics import SemanticError, step
+from agentfsm.verify.explore import explore
+from conftest import SPEC, TABLES
+
+
+def assert_agrees_with_step(table: Table) -> None:
+    """Every explored (configuration, label) edge is exactly what ``step`` says."""
+    ex = explore(table)
+    assert ex.config(0) == (table.initial.index, table.initial_vars())
+    for i in range(ex.count):
+        state, values = ex.config(i)
+        assert ex.index_of(state, values) == i
+        expected = []
+        for k, (event, params) in enumerate(ex.labels):
+            try:
+                result = step(table, state, values, event, params)
+            except SemanticError:
+                continue
+            if result.accepted:
+                target = ex.index_of(result.state, result.vars)
+                assert target is not None
+                expected.append((k, target))
+        assert sorted(ex.edges(i)) == sorted(expected)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_bundled_tables_agree_with_step(path: Path) -> None:
+    assert_agrees_with_step(load_table(path))
+
+
+def test_loom_grown_uses_direct_path_and_still_agrees() -> None:
+    table = load_table(SPEC / "loom-agent.yaml", {"max_retries": 5000, "max_tools": 3})
+    assert_agrees_with_step(table)
+
+
+def test_paths_are_shortest_and_replay_to_the_configuration(loom: Table) -> None:
+    ex = explore(loom)
+    depth = [0] * ex.count
+    for i in range(ex.count):
+        for _, j in ex.edges(i):
+            if j > i and depth[j] == 0 and j != 0:
+                depth[j] = depth[i] + 1
+    for i in range(ex.count):
+        path = ex.path(i)
+        assert len(path) == depth[i]
+        state, values = loom.initial.index, loom.initial_vars()
+        for event, params in path:
+            result = step(loom, state, values, event, params)
+            state, values = result.state, result.vars
+        assert (state, values) == ex.config(i)
+
+
+def test_row_fire_counts_sum_over_edges(loom: Table) -> None:
+    ex = explore(loom)
+    assert sum(ex.row_fires.values()) == sum(
+        len(step(loom, *ex.config(i), *ex.labels[k]).rows) for i in range(ex.count) for k, _ in ex.edges(i))

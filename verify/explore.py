@@ -1,0 +1,403 @@
+"""Breadth-first exploration of every reachable configuration of a table.
+
+A configuration ``(state, vars)`` is packed into one integer of bit fields (the state in
+the lowest bits, then each variable's offset from its lower bound), so the visited set
+is a dict of ints and the graph is a pair of flat arrays in CSR form: analyses over the
+whole space stay linear and compact.
+
+Successors come from ``agentfsm.spec.semantics.step`` itself, memoised per (state,
+label) on the variables the step can read: the guards and update expressions of the
+event's candidate rows and of every eventless row reachable through transient states.
+Configurations that agree on those fields get the same outcome: the same target state
+and the same new values for the variables the fired rows write, every other field
+unchanged. So an outcome is two masks and the successor is ``(code & keep) | add``:
+the hot loop is a mask, two dict lookups and two bit operations.
+
+When a (state, label) reads a variable with a large domain, the memo would miss on
+every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
+the compiled guards and updates directly; anything but the plain case (exactly one
+enabled row, a stable target, values in range) still goes through ``step``. The
+differential tests hold both paths to ``step`` on random tables.
+
+Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
+event the ``ignore`` policy accepts (a self-loop). A rejected event leaves the
+configuration unchanged and is no transition, and final states accept nothing, so
+neither produces an edge; both are counted in the unhandled report instead (final
+states are not: accepting nothing is what they are for). A step that breaks the table's
+rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
+from agentfsm.spec.model import Row, Table
+from agentfsm.spec.semantics import SemanticError, StepResult, step
+
+Label = tuple[str, tuple[Value, ...]]
+PROGRESS_EVERY = 1 << 15
+MEMO_LIMIT = 4096
+NO_EDGE = -1
+
+
+@dataclass(frozen=True)
+class StepError:
+    """A step that broke the table's rules: ``config`` and ``label`` are indices."""
+
+    config: int
+    label: int
+    kind: str
+    message: str
+    rows: tuple[int, ...]
+
+
+class Packing:
+    """Bit-field packing of configurations: the state, then each variable."""
+
+    def __init__(self, table: Table) -> None:
+        self.nstates = len(table.states)
+        self.state_bits = max(1, (self.nstates - 1).bit_length())
+        self.state_mask = (1 << self.state_bits) - 1
+        self.los = [0 if v.type == "bool" else v.lo for v in table.variables]
+        self.sizes = [len(v.domain) for v in table.variables]
+        self.bools = [v.type == "bool" for v in table.variables]
+        shifts, masks, at = [], [], self.state_bits
+        for size in self.sizes:
+            bits = (size - 1).bit_length()
+            shifts.append(at)
+            masks.append((1 << bits) - 1)
+            at += bits
+        self.shifts = shifts
+        self.masks = masks
+        self.all = (1 << at) - 1
+
+    def pack(self, state: int, values: tuple[Value, ...]) -> int:
+        code = state
+        for value, lo, shift in zip(values, self.los, self.shifts, strict=True):
+            code |= (int(value) - lo) << shift
+        return code
+
+    def unpack(self, code: int) -> tuple[int, tuple[Value, ...]]:
+        return code & self.state_mask, self.decode(code)
+
+    def decode(self, code: int) -> tuple[Value, ...]:
+        return tuple((code >> shift) & 1 == 1 if is_bool else ((code >> shift) & mask) + lo
+                     for shift, mask, lo, is_bool in zip(self.shifts, self.masks, self.los, self.bools, strict=True))
+
+    def field(self, slot: int) -> int:
+        return self.masks[slot] << self.shifts[slot]
+
+    def in_range(self, values: tuple[Value, ...]) -> bool:
+        return all(0 <= int(v) - lo < size for v, lo, size in zip(values, self.los, self.sizes, strict=True))
+
+
+def labels_of(table: Table) -> list[Label]:
+    """Every (event, parameter values) combination, events in table order, values ascending."""
+    return [(event.name, values) for event in table.events
+            for values in itertools.product(*(p.domain for p in event.params))]
+
+
+def var_slots(expr: Expr | None) -> set[int]:
+    """Positions (0-based, in ``table.variables``) of the variables an expression reads."""
+    if expr is None or isinstance(expr, Lit | InStates):
+        return set()
+    if isinstance(expr, Ref):
+        return {expr.slot - 1} if expr.kind == "var" else set()
+    if isinstance(expr, Unary):
+        return var_slots(expr.operand)
+    assert isinstance(expr, Binary)
+    return var_slots(expr.left) | var_slots(expr.right)
+
+
+def reads(table: Table, rows: Iterable[Row]) -> set[int]:
+    """Variables a step through ``rows`` may read, following transient targets."""
+    slots: set[int] = set()
+    todo, seen = list(rows), set()
+    while todo:
+        row = todo.pop()
+        if row.index in seen:
+            continue
+        seen.add(row.index)
+        slots |= var_slots(row.guard)
+        for update in row.updates:
+            slots |= var_slots(update.expr)
+        target = table.state_index[row.target]
+        if table.states[target].transient:
+            todo.extend(table.eventless_rows.get(target, ()))
+    return slots
+
+
+@dataclass
+class _Direct:
+    """One candidate row compiled for the direct path."""
+
+    index: int
+    guard: Callable[[Any], Any] | None
+    keep: int
+    add: int
+    stable: bool
+    updates: tuple[tuple[int, int, int, Callable[[Any], Any]], ...]   # (shift, lo, hi, fn)
+
+
+@dataclass
+class _Plan:
+    """What to do for one (state, label) that has candidate rows."""
+
+    label: int
+    params: tuple[Value, ...]
+    rmask: int
+    rows: tuple[_Direct, ...]
+    memo: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # key -> (keep, add, outcome)
+    direct: bool = False
+
+
+class Exploration:
+    """The reachable configuration graph of a table, with parents for shortest paths."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.packing = Packing(table)
+        self.labels: list[Label] = labels_of(table)
+        self.codes: list[int] = []
+        self.index: dict[int, int] = {}
+        self.parent = array("q")
+        self.parent_label = array("q")
+        self.offsets = array("q", [0])
+        self.edge_label = array("i")
+        self.edge_target = array("q")
+        self.errors: list[StepError] = []
+        self.error_count = 0
+        self.row_fires: dict[int, int] = dict.fromkeys((r.index for r in table.rows), 0)
+        self.unhandled: dict[tuple[int, int], int] = {}   # (state, label) -> configurations
+        self._seen_errors: set[tuple[str, tuple[int, ...]]] = set()
+        self._outcome_rows: list[tuple[int, ...]] = []
+        self._outcome_site: list[tuple[int, int] | None] = []   # (state, label) when unhandled
+        self._outcome_error: list[SemanticError | None] = []
+        self._hits: list[int] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.codes)
+
+    @property
+    def transitions(self) -> int:
+        return len(self.edge_target)
+
+    def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
+        return self.packing.unpack(self.codes[i])
+
+    def state_of(self, i: int) -> int:
+        return self.codes[i] & self.packing.state_mask
+
+    def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
+        if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
+            return None
+        if not self.packing.in_range(values):
+            return None
+        return self.index.get(self.packing.pack(state, values))
+
+    def path(self, i: int) -> list[Label]:
+        """A shortest event sequence from the initial configuration to configuration ``i``."""
+        labels: list[Label] = []
+        while i > 0:
+            labels.append(self.labels[self.parent_label[i]])
+            i = self.parent[i]
+        labels.reverse()
+        return labels
+
+    def edges(self, i: int) -> Iterator[tuple[int, int]]:
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return zip(self.edge_label[lo:hi], self.edge_target[lo:hi], strict=True)
+
+    def record_error(self, i: int, label: int, err: SemanticError) -> None:
+        """Keep the first (in breadth-first order, so shallowest) error per kind and rows."""
+        self.error_count += 1
+        rows = tuple(r.index for r in err.rows)
+        if (err.kind, rows) not in self._seen_errors:
+            self._seen_errors.add((err.kind, rows))
+            self.errors.append(StepError(i, label, err.kind, err.message, rows))
+
+    def _outcome(self, result: StepResult | SemanticError, state: int, label: int) -> int:
+        error = result if isinstance(result, SemanticError) else None
+        rows = tuple(r.index for r in result.rows) if not isinstance(result, SemanticError) else ()
+        unhandled = not isinstance(result, SemanticError) and result.status in ("rejected", "ignored")
+        self._outcome_error.append(error)
+        self._outcome_rows.append(rows)
+        self._outcome_site.append((state, label) if unhandled else None)
+        self._hits.append(0)
+        return len(self._hits) - 1
+
+
+def explore(table: Table, progress: Callable[[int], None] | None = None) -> Exploration:
+    """Explore breadth-first from the initial configuration; see the module docstring."""
+    ex = Exploration(table)
+    packing = ex.packing
+    smask = packing.state_mask
+    plans, unhandled_labels = _plans(table, ex.labels, packing)
+    ignore = table.unhandled.policy == "ignore"
+    hits, outcome_error = ex._hits, ex._outcome_error
+    codes, index = ex.codes, ex.index
+    parent, parent_label = ex.parent, ex.parent_label
+    offsets, edge_label, edge_target = ex.offsets, ex.edge_label, ex.edge_target
+    decode = packing.decode
+    state_configs = [0] * packing.nstates
+
+    first = packing.pack(table.initial.index, table.initial_vars())
+    codes.append(first)
+    index[first] = 0
+    parent.append(-1)
+    parent_label.append(-1)
+    i = 0
+    while i < len(codes):
+        if progress is not None and i % PROGRESS_EVERY == 0 and i:
+            progress(len(codes))
+        code = codes[i]
+        state = code & smask
+        state_configs[state] += 1
+        for plan in plans[state]:
+            if plan.direct:
+                new = _direct(ex, plan, i, state, code, decode(code))
+            else:
+                hit = plan.memo.get(code & plan.rmask)
+                if hit is None:
+                    hit = _compute(ex, plan, i, state, code)
+                keep, add, oid = hit
+                hits[oid] += 1
+                if add == NO_EDGE:
+                    err = outcome_error[oid]
+                    if err is not None:
+                        ex.record_error(i, plan.label, err)
+                    continue
+                new = (code & keep) | add
+            if new == NO_EDGE:
+                continue
+            j = index.get(new)
+            if j is None:
+                j = len(codes)
+                index[new] = j
+                codes.append(new)
+                parent.append(i)
+                parent_label.append(plan.label)
+            edge_label.append(plan.label)
+            edge_target.append(j)
+        if ignore:
+            for label in unhandled_labels[state]:
+                edge_label.append(label)
+                edge_target.append(i)
+        offsets.append(len(edge_target))
+        i += 1
+    if progress is not None:
+        progress(len(codes))
+    _tally(ex, state_configs, unhandled_labels)
+    return ex
+
+
+def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
+    """Per state: the labels with candidate rows, and the labels without any."""
+    plans: list[list[_Plan]] = []
+    unhandled: list[list[int]] = []
+    for state in table.states:
+        plan: list[_Plan] = []
+        rest: list[int] = []
+        if not state.final:
+            for k, (event, params) in enumerate(labels):
+                rows = table.candidates(state.index, event)
+                if not rows:
+                    rest.append(k)
+                    continue
+                rmask = 0
+                for slot in reads(table, rows):
+                    rmask |= packing.field(slot)
+                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r) for r in rows)))
+        plans.append(plan)
+        unhandled.append(rest)
+    return plans, unhandled
+
+
+def _compile_row(table: Table, packing: Packing, row: Row) -> _Direct:
+    target = table.state_index[row.target]
+    keep = packing.all & ~packing.state_mask
+    updates = []
+    for update in row.updates:
+        slot = update.slot - 1
+        keep &= ~packing.field(slot)
+        var = table.variables[slot]
+        updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, update.fn))
+    return _Direct(row.index, row.guard_fn, keep, target, not table.states[target].transient, tuple(updates))
+
+
+def _compute(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int, int]:
+    """Run the reference semantics once for this key and memoise the outcome."""
+    if len(plan.memo) >= MEMO_LIMIT:
+        plan.direct = True
+    event = ex.labels[plan.label][0]
+    packing = ex.packing
+    result: StepResult | SemanticError
+    try:
+        result = step(ex.table, state, packing.decode(code), event, plan.params)
+    except SemanticError as err:
+        result = err
+    oid = ex._outcome(result, state, plan.label)
+    hit = (0, NO_EDGE, oid)
+    if not isinstance(result, SemanticError) and result.accepted:
+        keep = packing.all & ~packing.state_mask
+        for row in result.rows:
+            for update in row.updates:
+                keep &= ~packing.field(update.slot - 1)
+        hit = (keep, packing.pack(result.state, result.vars) & ~keep, oid)
+    plan.memo[code & plan.rmask] = hit
+    return hit
+
+
+def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int, values: tuple[Value, ...]) -> int:
+    """The plain case evaluated from the compiled rows; everything else through ``step``."""
+    env = (state, *values, *plan.params)
+    chosen: _Direct | None = None
+    for row in plan.rows:
+        if row.guard is None or row.guard(env):
+            if chosen is not None:
+                return _slow(ex, plan, i, state, values)
+            chosen = row
+    if chosen is None or not chosen.stable:
+        return _slow(ex, plan, i, state, values)
+    new = (code & chosen.keep) | chosen.add
+    for shift, lo, hi, fn in chosen.updates:
+        value = fn(env)
+        if value < lo or value > hi:
+            return _slow(ex, plan, i, state, values)
+        new |= (value - lo) << shift
+    ex.row_fires[chosen.index] += 1
+    return new
+
+
+def _slow(ex: Exploration, plan: _Plan, i: int, state: int, values: tuple[Value, ...]) -> int:
+    try:
+        result = step(ex.table, state, values, ex.labels[plan.label][0], plan.params)
+    except SemanticError as err:
+        ex.record_error(i, plan.label, err)
+        return NO_EDGE
+    if result.status in ("rejected", "ignored"):
+        site = (state, plan.label)
+        ex.unhandled[site] = ex.unhandled.get(site, 0) + 1
+    for row in result.rows:
+        ex.row_fires[row.index] += 1
+    return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
+
+
+def _tally(ex: Exploration, state_configs: list[int], unhandled_labels: list[list[int]]) -> None:
+    """Fold the memo hit counts into row fire counts and the unhandled report."""
+    fires = ex.row_fires
+    for rows, site, hits in zip(ex._outcome_rows, ex._outcome_site, ex._hits, strict=True):
+        for row in rows:
+            fires[row] += hits
+        if site is not None and hits:
+            ex.unhandled[site] = ex.unhandled.get(site, 0) + hits
+    for state, labels in enumerate(unhandled_labels):
+        if state_configs[state]:
+            for label in labels:
+                ex.unhandled[(state, label)] = ex.unhandled.get((state, label), 0) + state_configs[state]
