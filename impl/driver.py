@@ -241,6 +241,10 @@ class Driver:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(entry)
 
+    def is_quiet(self) -> bool:
+        """No event waits for the engine and no activity runs."""
+        return (self._queue is None or self._queue.empty()) and not self._activities
+
     async def wait_idle(self) -> None:
         await self.wait_until(lambda: self.is_idle() and not self._activities)
 
@@ -294,6 +298,11 @@ class Driver:
         """Table-specific: bring the agent back to an idle state. The default cancels every activity."""
         self.cancel_all()
 
+    def on_shutdown(self) -> None:
+        """Table-specific: end the agent on shutdown. The default delivers ``shutdown_event``."""
+        if self.shutdown_event is not None and not self.engine.is_final:
+            self.apply(Envelope(self.shutdown_event))
+
     async def _run(self) -> None:
         assert self._queue is not None
         try:
@@ -311,13 +320,13 @@ class Driver:
         try:
             if control.kind == "interrupt":
                 self.on_interrupt()
-            elif self.shutdown_event is not None and not self.engine.is_final:
-                self.apply(Envelope(self.shutdown_event))
+            else:
+                self.on_shutdown()
         finally:
             if not control.done.done():
                 control.done.set_result(None)
         if control.kind == "shutdown":
-            if not self.engine.is_final:
+            if not self.is_done():
                 self.log.warning("%s: %s did not reach a final state on shutdown; stopping anyway",
                                  self.name, self.table.machine, extra={"agent": self.name})
             self._halt = True
