@@ -17,6 +17,7 @@ refer to the numbers). Kept items are always shown in full; when memory outgrows
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -218,7 +219,7 @@ class ExplorerEvaluatorAgent(Driver):
 
         async def call(activity: Activity) -> None:
             text = await self._complete(request)
-            self.narrator.note(role, f"turn {turn}: {text}")
+            self.narrator.note(role, f"turn {turn}: {json.dumps(text)}")
             reply = parse_reply(text)
             if feed == "ExplorerReplied":
                 activity.feed(self, feed, payload=reply, has_commands=reply.explores,

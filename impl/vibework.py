@@ -36,7 +36,6 @@ from agentfsm.impl.llm import (
     LlmResponse,
     Message,
     ResponseBuilder,
-    TextChunk,
     ToolCall,
 )
 from agentfsm.impl.loom import INTERRUPTED, Display, Transcript
@@ -231,6 +230,8 @@ class VibeworkAgent(Driver):
         response: LlmResponse = ctx.envelope.payload
         self._partial = ResponseBuilder()
         self.conversation.append(response.as_message())
+        if response.text:
+            self.display.text(response.text)
         calls = list(response.tool_calls)
         self._batch, self._answered = calls, set()
         if ctx.envelope.event == "QuestionsAsked":
@@ -275,8 +276,6 @@ class VibeworkAgent(Driver):
         try:
             async for chunk in self.llm.stream(request):
                 builder.add(chunk)
-                if isinstance(chunk, TextChunk):
-                    self.display.text(chunk.text)
             response = builder.response()
         except LlmError as exc:
             activity.feed(self, "LlmFailed", payload=exc.message)
@@ -415,6 +414,7 @@ class VibeworkAgent(Driver):
         partial = self._partial.partial_text()
         if partial:
             self.conversation.append({"role": "assistant", "content": partial})
+            self.display.text(partial)
 
     def _discard_partial(self, ctx: ActionContext) -> None:
         self._partial = ResponseBuilder()

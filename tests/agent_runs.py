@@ -12,9 +12,14 @@ T = TypeVar("T")
 
 
 def run(coro: Awaitable[T], timeout: float = 20.0) -> T:
+    """Run ``coro`` with a deadline, then let cancelled activities finish (a killed command is reaped)."""
     async def bounded() -> T:
         async with asyncio.timeout(timeout):
-            return await coro
+            result = await coro
+            others = asyncio.all_tasks() - {asyncio.current_task()}
+            if others:
+                await asyncio.wait(others, timeout=5)
+            return result
     return asyncio.run(bounded())
 
 
