@@ -277,10 +277,12 @@ class Driver:
             self._notify()
 
     def cancel(self, activity: Activity | None) -> None:
-        """Stop an activity and discard the events it queued and has not been stepped yet."""
-        if activity is None or activity.id not in self._activities:
+        """Stop an activity and discard the events it queued and has not been stepped yet (also once it ended)."""
+        if activity is None:
             return
         self._cancelled.add(activity.id)
+        if activity.id not in self._activities:
+            return
         self._activities.pop(activity.id, None)
         if activity.task is not None:
             activity.task.cancel()

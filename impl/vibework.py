@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.engine import Engine
@@ -155,6 +156,7 @@ class VibeworkAgent(Driver):
         self._batch: list[ToolCall] = []
         self._answered: set[str] = set()
         self._request_id = 0
+        self._latest: dict[str, Activity] = {}
 
     def send_input(self, text: str) -> None:
         self.feed("UserInput", payload=text)
@@ -269,7 +271,7 @@ class VibeworkAgent(Driver):
 
     def _call_llm(self, ctx: ActionContext) -> None:
         request = LlmRequest(tuple(self.conversation), self._schemas())
-        self.spawn("llm", lambda activity: self._stream(activity, request))
+        self._start("llm", lambda activity: self._stream(activity, request))
 
     async def _stream(self, activity: Activity, request: LlmRequest) -> None:
         builder = self._partial = ResponseBuilder()
@@ -309,12 +311,12 @@ class VibeworkAgent(Driver):
                               next_rule_allows=self._next_allowed())
                 return
             activity.feed(self, "PermissionGranted" if granted else "PermissionDenied")
-        self.spawn("permission", ask)
+        self._start("permission", ask)
 
     def _execute_tool(self, ctx: ActionContext) -> None:
         call = self._current()
         assert call is not None, "ExecuteTool with no pending call"
-        self.spawn("tool", lambda activity: self._run_tool(activity, call))
+        self._start("tool", lambda activity: self._run_tool(activity, call))
 
     async def _run_tool(self, activity: Activity, call: ToolCall) -> None:
         if call.name == SPAWN:
@@ -394,7 +396,7 @@ class VibeworkAgent(Driver):
                 return
             text = "\n".join(f"Q: {q}\nA: {a}" for q, a in zip(questions, answers, strict=False))
             activity.feed(self, "QuestionsAnswered", payload=ToolResult(call.id, call.name, text))
-        self.spawn("questions", ask)
+        self._start("questions", ask)
 
     def _answer_denied(self, ctx: ActionContext) -> None:
         self._answer(self._current(), "Permission denied by the user")
@@ -432,9 +434,12 @@ class VibeworkAgent(Driver):
     def _clear_error(self, ctx: ActionContext) -> None:
         self.error = None
 
+    def _start(self, name: str, work: Callable[[Activity], Coroutine[Any, Any, None]]) -> None:
+        self._latest[name] = self.spawn(name, work)
+
     def _cancel(self, name: str) -> None:
-        for activity in self.running(name):
-            self.cancel(activity)
+        """Stop the latest activity of that kind; if it already ended, its queued event is dropped all the same."""
+        self.cancel(self._latest.pop(name, None))
 
     # -- interrupts and shutdown ---------------------------------------------------------
 
