@@ -27,7 +27,7 @@ from typing import Protocol
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
-from agentfsm.impl.llm import LlmClient, LlmError, LlmRequest, ResponseBuilder
+from agentfsm.impl.llm import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
 from agentfsm.spec import Table
 
 PLANNER_PROMPT = """You are a PLANNER. Given only the task, write a plan of 2-4 short numbered steps for
@@ -236,11 +236,8 @@ class ExplorerEvaluatorAgent(Driver):
 
     async def _complete(self, request: LlmRequest) -> str:
         for attempt in range(self.config.llm_retries + 1):
-            builder = ResponseBuilder()
             try:
-                async for chunk in self.llm.stream(request):
-                    builder.add(chunk)
-                return builder.partial_text()
+                return (await complete(self.llm, request, ResponseBuilder())).text
             except LlmError as exc:
                 if not exc.retryable or attempt == self.config.llm_retries:
                     raise

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from agentfsm.impl.driver import StateChange
+from agentfsm.impl.driver import Driver, StateChange
 from agentfsm.impl.engine import Engine, UnknownEvent
 from agentfsm.impl.llm import LlmClient, ScriptedLlm
 from agentfsm.impl.loom import LoomAgent, LoomConfig
-from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.script import AgentScript, EventScript, Turn
 from agentfsm.impl.tools import ToolResult
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
@@ -58,6 +58,51 @@ class Reporter:
         self.note("tool", f"{result.name} {'failed' if result.is_error else 'ok'}: {first[:100]}")
 
 
+class Conversing(Protocol):
+    """An agent that takes user input."""
+
+    def send_input(self, text: str) -> None: ...
+    def state(self) -> str: ...
+    async def interrupt(self) -> None: ...
+
+
+async def play_turns(agent: Conversing, turns: Sequence[Turn], reporter: Reporter, timeout: float,
+                     ready: Callable[[], Awaitable[None]], ended: Callable[[], bool] = lambda: False) -> bool:
+    """Send each turn once ``ready()`` returns (until ``ended()``), interrupting where the script says.
+
+    Returns False when the run did not finish within ``timeout`` seconds.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            for turn in turns:
+                await ready()
+                if ended():
+                    break
+                reporter.note("user", turn.text)
+                agent.send_input(turn.text)
+                if turn.interrupt_after is not None:
+                    await asyncio.sleep(turn.interrupt_after)
+                    reporter.note("interrupt", f"after {turn.interrupt_after:g}s in {agent.state()}")
+                    await agent.interrupt()
+            await ready()
+    except TimeoutError:
+        reporter.note("error", f"the run did not finish within {timeout:g}s (state {agent.state()})")
+        return False
+    return True
+
+
+def report_failures(agent: Driver, reporter: Reporter) -> bool:
+    """Report the agent's failed activities; True when there were any."""
+    if agent.failures:
+        reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
+    return bool(agent.failures)
+
+
+def report_unused(llm: ScriptedLlm, reporter: Reporter) -> None:
+    if llm.remaining > 0:
+        reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
+
+
 async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter: Reporter,
                      timeout: float, model: LlmClient | None = None) -> int:
     """Send each input once the agent is idle; 0 when the run completed cleanly, 1 otherwise.
@@ -68,29 +113,11 @@ async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter:
     config = LoomConfig(workdir=workdir, **script.settings)
     agent = LoomAgent(table, model or llm, config=config, display=reporter)
     agent.add_listener(reporter.step)
-    failed = False
     async with agent:
-        try:
-            async with asyncio.timeout(timeout):
-                for turn in script.inputs:
-                    await agent.wait_idle()
-                    if agent.is_done():
-                        break
-                    reporter.note("user", turn.text)
-                    agent.send_input(turn.text)
-                    if turn.interrupt_after is not None:
-                        await asyncio.sleep(turn.interrupt_after)
-                        reporter.note("interrupt", f"after {turn.interrupt_after:g}s in {agent.state()}")
-                        await agent.interrupt()
-                await agent.wait_idle()
-        except TimeoutError:
-            reporter.note("error", f"the run did not finish within {timeout:g}s (state {agent.state()})")
-            failed = True
-    if agent.failures:
-        reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
-        failed = True
-    if model is None and llm.remaining > 0:
-        reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
+        completed = await play_turns(agent, script.inputs, reporter, timeout, agent.wait_idle, agent.is_done)
+    failed = report_failures(agent, reporter) or not completed
+    if model is None:
+        report_unused(llm, reporter)
     reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
     return 1 if failed else 0
 

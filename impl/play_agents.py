@@ -13,10 +13,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from agentfsm.impl.driver import Driver
 from agentfsm.impl.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.llm import LlmClient, ScriptedLlm
-from agentfsm.impl.play import Reporter
+from agentfsm.impl.play import Reporter, play_turns, report_failures, report_unused
 from agentfsm.impl.prompts import (
     PermissionPrompt,
     PermissionRequest,
@@ -85,14 +84,8 @@ def _permissions(run: Run) -> ReportedPermissions:
 
 
 def _unused(run: Run, llm: ScriptedLlm) -> None:
-    if run.model is None and llm.remaining > 0:
-        run.reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
-
-
-def _failed(run: Run, agent: Driver) -> bool:
-    if agent.failures:
-        run.reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
-    return bool(agent.failures)
+    if run.model is None:
+        report_unused(llm, run.reporter)
 
 
 async def play_vibework(run: Run) -> int:
@@ -105,23 +98,9 @@ async def play_vibework(run: Run) -> int:
                           permissions=_permissions(run), questions=ReportedQuestions(questions, reporter),
                           display=reporter)
     agent.add_listener(reporter.step)
-    failed = False
     async with agent:
-        try:
-            async with asyncio.timeout(run.timeout):
-                for turn in script.inputs:
-                    await agent.wait_settled()
-                    reporter.note("user", turn.text)
-                    agent.send_input(turn.text)
-                    if turn.interrupt_after is not None:
-                        await asyncio.sleep(turn.interrupt_after)
-                        reporter.note("interrupt", f"after {turn.interrupt_after:g}s in {agent.state()}")
-                        await agent.interrupt()
-                await agent.wait_settled()
-        except TimeoutError:
-            reporter.note("error", f"the run did not finish within {run.timeout:g}s (state {agent.state()})")
-            failed = True
-    failed = _failed(run, agent) or failed
+        completed = await play_turns(agent, script.inputs, reporter, run.timeout, agent.wait_settled)
+    failed = report_failures(agent, reporter) or not completed
     _unused(run, llm)
     reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
     return 1 if failed else 0
@@ -146,7 +125,7 @@ async def play_explorer(run: Run) -> int:
             except TimeoutError:
                 reporter.note("error", f"task {number} did not finish within {run.timeout:g}s")
                 failed = True
-        failed = _failed(run, agent) or failed
+        failed = report_failures(agent, reporter) or failed
         reporter.note("result", f"task {number}: {agent.state()}: {agent.answer or 'no answer'}")
     _unused(run, llm)
     return 1 if failed else 0
@@ -171,7 +150,7 @@ async def play_tool_call(run: Run) -> int:
             continue
         first = result.content.splitlines()[0] if result.content else ""
         reporter.note("result", f"{call.name}: {runner.state()}: {first}")
-        failed = _failed(run, runner) or failed
+        failed = report_failures(runner, reporter) or failed
     return 1 if failed else 0
 
 

@@ -38,6 +38,7 @@ from agentfsm.impl.llm import (
     Message,
     ResponseBuilder,
     ToolCall,
+    complete,
 )
 from agentfsm.impl.loom import INTERRUPTED, Display, Transcript
 from agentfsm.impl.prompts import (
@@ -276,14 +277,9 @@ class VibeworkAgent(Driver):
     async def _stream(self, activity: Activity, request: LlmRequest) -> None:
         builder = self._partial = ResponseBuilder()
         try:
-            async for chunk in self.llm.stream(request):
-                builder.add(chunk)
-            response = builder.response()
+            response = await complete(self.llm, request, builder)
         except LlmError as exc:
             activity.feed(self, "LlmFailed", payload=exc.message)
-            return
-        except (OSError, ValueError) as exc:
-            activity.feed(self, "LlmFailed", payload=f"{type(exc).__name__}: {exc}")
             return
         calls = response.tool_calls
         if not calls:
