@@ -22,6 +22,10 @@ check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
 verify: check
+	$(BIN)/agentfsm verify $(TABLES)
+
+bench: setup
+	$(BIN)/python bench/explore_vs_spin.py
 
 lint: setup
 	$(BIN)/ruff check .
