@@ -1,5 +1,6 @@
 # make verify: set up .venv if needed, verify every bundled table, render its diagrams.
 # make test:   lint, type-check and run the test suite.
+# make bench:  speed and memory figures, as ratios to baselines measured in the same run.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -31,6 +32,9 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/bench_runtime.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
