@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TextIO, TypeAlias
 
 from agentfsm.spec.model import Table
+from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
 from agentfsm.verify.conform import Runner, format_report, junit_xml, row_coverage
@@ -24,6 +26,7 @@ Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def register(sub: Sub) -> None:
     _register_vectors(sub)
     _register_conform(sub)
+    _register_mutants(sub)
     _register_audit(sub)
 
 
@@ -173,8 +176,9 @@ def run_conform(args: argparse.Namespace) -> int:
 class Progress:
     """A one-line progress count on a terminal, at most a few times a second."""
 
-    def __init__(self, total: int, stream: TextIO) -> None:
+    def __init__(self, total: int, stream: TextIO, what: str = "vectors") -> None:
         self.total = total
+        self.what = what
         self.stream = stream
         self.shown = 0.0
         self.enabled = stream.isatty()
@@ -186,7 +190,8 @@ class Progress:
         if now - self.shown > 0.25 or done == self.total:
             self.shown = now
             end = "\n" if done == self.total else ""
-            self.stream.write(f"\r{done}/{self.total} vectors{end}")
+            of = f"/{self.total}" if self.total else ""
+            self.stream.write(f"\r{done}{of} {self.what}{end}")
             self.stream.flush()
 
 
@@ -197,6 +202,50 @@ def _write(path: str | None, data: bytes) -> None:
         Path(path).write_bytes(data)
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _register_mutants(sub: Sub) -> None:
+    parser = sub.add_parser(
+        "mutants", help="measure the vectors: run mutants of the table as implementations",
+        description="Make mutants of the table (row dropped, target moved, guard negated, comparison bound off by "
+                    "one, action swapped or dropped, update dropped or changed, unhandled policy flipped), run "
+                    "each through the reference adapter against the original table's vectors, and check every "
+                    "survivor for observational equivalence by a product exploration. Exit 0 when no mutant "
+                    "survives, 1 otherwise, 2 on bad input.")
+    parser.add_argument("table", metavar="TABLE")
+    parser.add_argument("--vectors", metavar="FILE", help="vectors to judge (default: generate them now)")
+    parser.add_argument("--json", action="store_true",
+                        help='print {"mutants", "killed", "equivalent", "survived", "survivors", ...}')
+    parser.add_argument("--processes", action="store_true",
+                        help="run each mutant as a real `agentfsm adapter` process (slower; default in-process)")
+    parser.add_argument("--timeout", type=_positive, default=10.0, metavar="S",
+                        help="seconds to wait for each reply with --processes (default 10)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every mutant with its verdict")
+    _add_generation_options(parser)
+    add_set_option(parser)
+    parser.set_defaults(func=run_mutants_command)
+
+
+def run_mutants_command(args: argparse.Namespace) -> int:
+    table = _one_table(args)
+    vectors = _load_vectors(args, table)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentfsm-mutants-") as workdir:
+        connect = mutation.reference_process(Path(workdir), args.timeout) if args.processes else mutation.reference
+        results = mutation.run_mutants(table, vectors, connect, Progress(0, sys.stderr, "mutants"))
+    seconds = time.monotonic() - start
+    data = mutation.summary(results)
+    if args.json:
+        print(json.dumps(data))
+    else:
+        for result in results:
+            if args.verbose or result.verdict == "survived":
+                detail = f" ({result.detail})" if result.detail else ""
+                print(f"{result.verdict:<10} {result.name}{detail}")
+        print(f"mutants {table.machine}: {data['mutants']} mutants against {len(vectors)} vectors: "
+              f"{data['killed']} killed, {data['equivalent']} equivalent, {data['survived']} survived; "
+              f"score {data['score']:.1%} ({seconds:.2f} s)")
+    return EXIT_OK if not data["survived"] else EXIT_FAILED
 
 
 def _register_audit(sub: Sub) -> None:
