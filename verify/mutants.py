@@ -258,7 +258,9 @@ def reference_process(workdir: Path, timeout: float) -> Connect:
     def connect(table: Table, data: dict[str, Any]) -> Transport:
         path = workdir / "mutant.yaml"
         path.write_text(json.dumps(data))
-        return ProcessTransport([sys.executable, "-m", "agentfsm.cli", "adapter", str(path)], timeout)
+        # Run from workdir: ``-m`` puts the current directory first on sys.path.
+        return ProcessTransport([sys.executable, "-m", "agentfsm.cli", "adapter", str(path)], timeout,
+                                cwd=str(workdir))
     return connect
 
 
