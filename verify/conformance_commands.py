@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -101,7 +102,12 @@ def run_vectors(args: argparse.Namespace) -> int:
         sets = ", ".join(f"{name} {info['vectors']}" for name, info in manifest.sets.items())
         print(f"{args.output}: {manifest.vectors} vectors for {table.machine} ({sets})", file=sys.stderr)
     else:
-        write_vectors(sys.stdout, manifest, vectors)
+        try:
+            write_vectors(sys.stdout, manifest, vectors)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader stopped early (``| head``): not an error of ours.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     for name, info in manifest.sets.items():
         if info.get("uncovered"):
             print(f"warning: {name}: no vector reaches {info['uncovered']} (dead?)", file=sys.stderr)
