@@ -10,9 +10,10 @@ from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
 from agentfsm.impl import commands as impl_commands
 from agentfsm.spec import commands as spec_commands
+from agentfsm.verify import commands as verify_commands
 from agentfsm.verify import conformance_commands
 
-PARTS = [spec_commands, impl_commands, conformance_commands]
+PARTS = [spec_commands, verify_commands, impl_commands, conformance_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

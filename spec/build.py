@@ -8,6 +8,7 @@ the builder proper (names, types, ranges, structural rules, expressions).
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -17,7 +18,7 @@ from typing import Any, Literal
 
 import jsonschema
 from agentfsm.spec import expr as ex
-from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError
+from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError, shown
 from agentfsm.spec.model import (
     WILDCARD,
     Action,
@@ -36,8 +37,12 @@ from agentfsm.spec.yamlio import Document, load_document
 from agentfsm.spec.yamlio import Path as NodePath
 from jsonschema.exceptions import ValidationError, best_match
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED = {"state", "true", "false", "True", "False", "None"}
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
+# Names an expression could not refer to: Python keywords parse as syntax, not names.
+RESERVED = {"state", "true", "false", *keyword.kwlist}
+_KINDS = {"var": "variable", "param": "parameter", "const": "constant"}
+_BOOLEAN_LOOKALIKES = {"yes", "no", "on", "off", "TRUE", "FALSE"}
 
 
 @cache
@@ -69,60 +74,91 @@ def validate_schema(doc: Document) -> None:
         errors.error(doc.mark(()), "a table must be a mapping with 'format: 1', 'machine', 'states', ...")
         errors.raise_if_any()
     validator = jsonschema.Draft202012Validator(schema())
-    seen: set[NodePath] = set()
+    seen: set[tuple[NodePath, str]] = set()
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path]):
         if error.context:
             error = best_match(error.context) or error
         path: NodePath = tuple(error.absolute_path)
-        if path in seen:
+        if (path, str(error.validator)) in seen:
             continue
-        seen.add(path)
-        mark, message = _describe(doc, error, path)
-        errors.error(mark, message)
+        seen.add((path, str(error.validator)))
+        for mark, message in _describe(doc, error, path):
+            errors.error(mark, message)
     errors.raise_if_any()
 
 
 def _where(path: NodePath) -> str:
     if not path:
         return "the table"
-    parts = [f"[{p}]" if isinstance(p, int) else str(p) for p in path]
-    return ".".join(parts).replace(".[", "[")
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _NAME.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{shown(part)}]"
+    return text
 
 
-def _describe(doc: Document, error: ValidationError, path: NodePath) -> tuple[Mark, str]:
+def _describe(doc: Document, error: ValidationError, path: NodePath) -> list[tuple[Mark, str]]:
+    """The schema error in the table's own words, at the key or value it is about."""
     where = _where(path)
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         schema_node = error.schema if isinstance(error.schema, dict) else {}
         allowed = sorted(schema_node.get("properties", {}))
         extra = [k for k in error.instance if k not in allowed]
         if extra and allowed:
-            return (doc.key_mark(path + (extra[0],)),
-                    f"unknown field {extra[0]!r} in {where} (expected one of: {', '.join(allowed)})")
-    if error.validator == "required":
-        return doc.mark(path), f"{where}: {error.message}"
+            return [(doc.key_mark(path + (key,)),
+                     f"unknown field {shown(key)} in {where} (expected one of: {', '.join(allowed)})")
+                    for key in extra]
+    return [_describe_one(doc, error, path, where)]
+
+
+def _describe_one(doc: Document, error: ValidationError, path: NodePath, where: str) -> tuple[Mark, str]:
+    value: Any = error.validator_value
+    if error.validator == "required" and isinstance(error.instance, dict):
+        missing = [k for k in value if k not in error.instance]
+        return doc.mark(path), f"missing field {shown(missing[0])} in {where}"
     if error.validator == "const" and path == ("format",):
-        return doc.mark(path), f"unsupported table format {error.instance!r}: this agentfsm reads format 1"
+        return doc.mark(path), f"unsupported table format {shown(error.instance)}: this agentfsm reads format 1"
+    if error.validator == "pattern" and "propertyNames" in error.schema_path:
+        key = str(error.instance)
+        return doc.key_mark(path + (key,)), f"{shown(key)} in {where} is not a name (letters, digits, '_')"
     if error.validator == "pattern":
-        what = "a name" if "*" not in str(error.validator_value) else "a state name or '*'"
-        return doc.mark(path), f"{where}: {error.instance!r} is not {what} (letters, digits, '_')"
-    if error.validator == "propertyNames":
-        keys = list(error.instance) if isinstance(error.instance, dict) else []
-        bad = next((k for k in keys if not _IDENTIFIER.match(k)), "")
-        return doc.key_mark(path + (bad,)), f"{where}: {bad!r} is not a valid name (letters, digits, '_')"
+        what = "a state name or '*'" if "\\*" in str(value) else "a name"
+        return doc.mark(path), f"{where}: {shown(error.instance)} is not {what} (letters, digits, '_')"
     if error.validator == "type":
-        expected = error.validator_value
-        expected_text = " or ".join(expected) if isinstance(expected, list) else expected
-        return doc.mark(path), f"{where} must be {expected_text}, found {_kind(error.instance)}"
+        names = [_TYPE_WORDS.get(str(t), str(t)) for t in (value if isinstance(value, list) else [value])]
+        return doc.mark(path), f"{where} must be {' or '.join(names)}, found {_kind(error.instance)}"
+    if error.validator == "enum":
+        choices = ", ".join(str(c) for c in value)
+        return doc.mark(path), f"{where} must be one of: {choices} (found {shown(error.instance)})"
+    if error.validator in ("minProperties", "maxProperties") and len(path) == 2 and path[0] == "properties":
+        return doc.mark(path), f"{where}: {_PROPERTY_KINDS}"
+    if error.validator == "minProperties":
+        return doc.mark(path), f"{where} must not be empty"
+    if error.validator == "minItems":
+        return doc.mark(path), f"{where} must not be empty"
     return doc.mark(path), f"{where}: {error.message}"
+
+
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+               "boolean": "a boolean", "null": "null", "number": "a number"}
+_PROPERTY_KINDS = "a property needs a name and exactly one of 'always-reachable', 'no-cycle-within'"
 
 
 def _kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "boolean"
-    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        return "a boolean"
+    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
         type(value), type(value).__name__)
+
+
+def _reserved(name: str) -> str:
+    return f"{shown(name)} is a reserved word: expressions could not refer to it"
 
 
 def _expr_text(value: object) -> str:
@@ -140,6 +176,10 @@ class _Builder:
         self.errors = Collector()
         self.symbols: dict[str, ex.Symbol] = {}
         self.state_index: dict[str, int] = {}
+        self.hints: dict[str, str] = {word: "booleans are true and false" for word in _BOOLEAN_LOOKALIKES}
+        # Names whose declaration was refused: expressions naming them are not checked again,
+        # so one bad declaration is one error, not one per use.
+        self.refused: set[str] = set()
 
     def mark(self, *path: str | int) -> Mark:
         return self.doc.mark(path)
@@ -150,15 +190,24 @@ class _Builder:
     def expression(self, value: object, path: NodePath, scope: ex.Scope,
                    want: ex.Type | None) -> tuple[ex.Expr, ex.Type, str] | None:
         text = _expr_text(value)
+        if self.refused and self.refused & set(_WORD.findall(text)):
+            return None
         try:
             parsed, typ = ex.parse(text, scope, want)
         except ex.ExprError as err:
-            self.errors.error(self.doc.mark(path).shifted(err.col), err.message)
+            mark, note = self.doc.text_mark(path, err.col)
+            self.errors.error(mark, err.message + note)
             return None
         return parsed, typ, text
 
+    def constant_scope(self) -> ex.Scope:
+        """Bounds and initial values: constants only, fixed at load time."""
+        hints = {name: f"a {_KINDS[s.kind]}: bounds and initial values may use only constants"
+                 for name, s in self.symbols.items() if s.kind != "const"}
+        return ex.Scope(self.const_symbols(), {}, allow_state=False, hints={**self.hints, **hints})
+
     def constant_int(self, value: object, path: NodePath) -> int | None:
-        scope = ex.Scope(self.const_symbols(), {}, allow_state=False)
+        scope = self.constant_scope()
         result = self.expression(value, path, scope, "int")
         if result is None:
             return None
@@ -177,18 +226,17 @@ class _Builder:
         states = self.states()
         actions = self.actions()
         events = self.events()
-        self.errors.raise_if_any()
         state_index = dict(self.state_index)
         event_index = {e.name: e for e in events}
         action_index = {a.name: a for a in actions}
         rows = self.rows(states, event_index, action_index, len(variables))
         unhandled = self.unhandled(action_index)
-        invariants = self.invariants()
+        invariants = self.invariants(event_index)
         properties = self.properties(event_index)
         for state in states:
-            if state.transient and not any(r.source == state.name for r in rows):
+            if state.transient and not any(spec["from"] == state.name for spec in self.data["transitions"]):
                 self.errors.error(self.key_mark("states", state.name),
-                                  f"transient state {state.name!r} has no eventless row to leave it by")
+                                  f"transient state {shown(state.name)} has no eventless row to leave it by")
         self.errors.raise_if_any()
         by_state_event: dict[tuple[int, str], tuple[Row, ...]] = {}
         eventless: dict[int, tuple[Row, ...]] = {}
@@ -217,7 +265,7 @@ class _Builder:
         for name, value in self.overrides.items():
             if name not in constants:
                 self.errors.error(self.mark("constants") if "constants" in self.data else self.mark(),
-                                  f"--set {name}: the table has no constant {name!r}")
+                                  f"--set {name}: the table has no constant {shown(name)}")
             elif isinstance(constants[name], bool) != isinstance(value, bool):
                 self.errors.error(self.mark("constants", name),
                                   f"--set {name}: expected {_kind(constants[name])}, got {_kind(value)}")
@@ -225,36 +273,40 @@ class _Builder:
                 constants[name] = value
         for name, value in constants.items():
             if name in RESERVED:
-                self.errors.error(self.key_mark("constants", name), f"{name!r} is a reserved name")
+                self.errors.error(self.key_mark("constants", name), _reserved(name))
+                self.refused.add(name)
             typ: ex.Type = "bool" if isinstance(value, bool) else "int"
             self.symbols[name] = ex.Symbol("const", typ, value=value)
         return constants
 
     def declare(self, name: str, symbol: ex.Symbol, path: NodePath, what: str) -> None:
         if name in RESERVED:
-            self.errors.error(self.doc.key_mark(path), f"{name!r} is a reserved name")
+            self.errors.error(self.doc.key_mark(path), _reserved(name))
+            self.refused.add(name)
         elif name in self.symbols:
             self.errors.error(self.doc.key_mark(path),
-                              f"{what} {name!r} shadows the {self.symbols[name].kind} of the same name")
+                              f"{what} {shown(name)} shadows the {_KINDS[self.symbols[name].kind]} of the same name")
+            self.refused.add(name)
         else:
             self.symbols[name] = symbol
 
-    def int_range(self, spec: dict[str, Any], path: NodePath, typ: str) -> tuple[int, int]:
+    def int_range(self, spec: dict[str, Any], path: NodePath, typ: str) -> tuple[int, int] | None:
+        """The declared ``min..max`` (0..1 for a bool); None when it is broken (reported)."""
         if typ == "bool":
-            for key in ("min", "max"):
-                if key in spec:
-                    self.errors.error(self.doc.key_mark(path + (key,)), f"a bool has no '{key}'")
-            return 0, 1
-        missing = [k for k in ("min", "max") if k not in spec]
-        if missing:
-            self.errors.error(self.doc.mark(path), f"an int needs '{missing[0]}'")
-            return 0, 0
-        lo = self.constant_int(spec["min"], path + ("min",))
-        hi = self.constant_int(spec["max"], path + ("max",))
+            extra = [k for k in ("min", "max") if k in spec]
+            for k in extra:
+                self.errors.error(self.doc.key_mark(path + (k,)), f"a bool has no '{k}'")
+            return None if extra else (0, 1)
+        for k in ("min", "max"):
+            if k not in spec:
+                self.errors.error(self.doc.mark(path), f"an int needs '{k}'")
+        lo = self.constant_int(spec["min"], path + ("min",)) if "min" in spec else None
+        hi = self.constant_int(spec["max"], path + ("max",)) if "max" in spec else None
         if lo is None or hi is None:
-            return 0, 0
+            return None
         if lo > hi:
             self.errors.error(self.doc.mark(path + ("max",)), f"empty range: min {lo} is above max {hi}")
+            return None
         return lo, hi
 
     def variables(self) -> tuple[Variable, ...]:
@@ -262,17 +314,17 @@ class _Builder:
         for slot, (name, spec) in enumerate((self.data.get("variables") or {}).items(), start=1):
             path: NodePath = ("variables", name)
             typ = spec["type"]
-            lo, hi = self.int_range(spec, path, typ)
+            bounds = self.int_range(spec, path, typ)
+            lo, hi = bounds or (0, 0)
             init_value: ex.Value = False if typ == "bool" else lo
-            scope = ex.Scope(self.const_symbols(), {}, allow_state=False)
-            parsed = self.expression(spec["init"], path + ("init",), scope, typ)
+            parsed = self.expression(spec["init"], path + ("init",), self.constant_scope(), typ)
             if parsed is not None:
                 folded = ex.constant_value(parsed[0])
                 if folded is None:
                     self.errors.error(self.doc.mark(path + ("init",)), "'init' must be a constant expression")
                 else:
                     init_value = folded
-                    if typ == "int" and not lo <= int(folded) <= hi:
+                    if typ == "int" and bounds is not None and not lo <= int(folded) <= hi:
                         self.errors.error(self.doc.mark(path + ("init",)),
                                           f"init {folded} is outside {name}'s range {lo}..{hi}")
             self.declare(name, ex.Symbol("var", typ, slot=slot), path, "variable")
@@ -287,10 +339,13 @@ class _Builder:
                           bool(spec.get("transient")), spec.get("description", ""))
             if state.transient and (state.initial or state.final):
                 self.errors.error(self.key_mark("states", name),
-                                  f"state {name!r}: a transient state cannot be "
+                                  f"state {shown(name)}: a transient state cannot be "
                                   f"{'initial' if state.initial else 'final'} (observable states are never transient)")
+            if keyword.iskeyword(name):
+                self.errors.error(self.key_mark("states", name), _reserved(name))
             if state.initial and state.final:
-                self.errors.error(self.key_mark("states", name), f"state {name!r} cannot be both initial and final")
+                self.errors.error(self.key_mark("states", name),
+                                  f"state {shown(name)} cannot be both initial and final")
             self.state_index[name] = index
             result.append(state)
         initial = [s for s in result if s.initial]
@@ -298,7 +353,7 @@ class _Builder:
             self.errors.error(self.key_mark("states"), "no initial state: mark exactly one state 'initial: true'")
         for extra in initial[1:]:
             self.errors.error(self.key_mark("states", extra.name),
-                              f"second initial state {extra.name!r} (first is {initial[0].name!r})")
+                              f"second initial state {shown(extra.name)} (first is {shown(initial[0].name)})")
         return tuple(result)
 
     def actions(self) -> tuple[Action, ...]:
@@ -318,11 +373,12 @@ class _Builder:
             for pname, pspec in (spec.get("params") or {}).items():
                 path: NodePath = ("events", name, "params", pname)
                 if pname in RESERVED:
-                    self.errors.error(self.doc.key_mark(path), f"{pname!r} is a reserved name")
+                    self.errors.error(self.doc.key_mark(path), _reserved(pname))
+                    self.refused.add(pname)
                 elif pname in self.symbols:
-                    self.errors.error(self.doc.key_mark(path), f"parameter {pname!r} of {name} shadows the "
-                                      f"{self.symbols[pname].kind} of the same name")
-                lo, hi = self.int_range(pspec, path, pspec["type"])
+                    self.errors.error(self.doc.key_mark(path), f"parameter {shown(pname)} of {name} shadows the "
+                                      f"{_KINDS[self.symbols[pname].kind]} of the same name")
+                lo, hi = self.int_range(pspec, path, pspec["type"]) or (0, 0)
                 params.append(Param(pname, pspec["type"], lo, hi))
             result.append(Event(name, tuple(params), spec.get("description", "")))
         return tuple(result)
@@ -330,7 +386,7 @@ class _Builder:
     def check_actions(self, names: list[str], path: NodePath, actions: Mapping[str, Action]) -> tuple[str, ...]:
         for i, name in enumerate(names):
             if name not in actions:
-                self.errors.error(self.doc.mark(path + (i,)), f"unknown action {name!r}")
+                self.errors.error(self.doc.mark(path + (i,)), f"unknown action {shown(name)}")
         return tuple(names)
 
     def rows(self, states: tuple[State, ...], events: Mapping[str, Event],
@@ -348,23 +404,26 @@ class _Builder:
         ok = True
         source, target, event_name = spec["from"], spec["to"], spec.get("on")
         if source != WILDCARD and source not in self.state_index:
-            self.errors.error(self.doc.mark(path + ("from",)), f"unknown state {source!r}")
+            self.errors.error(self.doc.mark(path + ("from",)), f"unknown state {shown(source)}")
             ok = False
         if target not in self.state_index:
-            self.errors.error(self.doc.mark(path + ("to",)), f"unknown state {target!r}")
+            self.errors.error(self.doc.mark(path + ("to",)), f"unknown state {shown(target)}")
             ok = False
         event = None
         if event_name is not None:
             event = events.get(event_name)
             if event is None:
-                self.errors.error(self.doc.mark(path + ("on",)), f"unknown event {event_name!r}")
+                self.errors.error(self.doc.mark(path + ("on",)), f"unknown event {shown(event_name)}")
                 ok = False
         if ok:
             self.row_structure(path, source, event_name, states)
         symbols = dict(self.symbols)
         for slot, param in enumerate(event.params if event else (), start=nvars + 1):
-            symbols[param.name] = ex.Symbol("param", param.type, slot=slot)
-        scope = ex.Scope(symbols, self.state_index)
+            if param.name not in self.symbols:  # a shadowing parameter is reported, not used
+                symbols[param.name] = ex.Symbol("param", param.type, slot=slot)
+        hints = {**self.hints, **{p: f"a parameter of {', '.join(owners)}, not of this row's event"
+                                  for p, owners in self.param_owners(events).items()}}
+        scope = ex.Scope(symbols, self.state_index, hints=hints)
         guard = guard_text = None
         if "when" in spec:
             parsed = self.expression(spec["when"], path + ("when",), scope, "bool")
@@ -374,10 +433,10 @@ class _Builder:
                 guard, _, guard_text = parsed
         updates = []
         for var, value in (spec.get("set") or {}).items():
-            symbol = self.symbols.get(var)
+            symbol = symbols.get(var)
             if symbol is None or symbol.kind != "var":
-                what = "a constant" if symbol is not None else "not a variable"
-                self.errors.error(self.doc.key_mark(path + ("set", var)), f"cannot set {var!r}: {what}")
+                what = f"it is a {_KINDS[symbol.kind]}" if symbol is not None else "no such variable"
+                self.errors.error(self.doc.key_mark(path + ("set", var)), f"cannot set {shown(var)}: {what}")
                 ok = False
                 continue
             parsed = self.expression(value, path + ("set", var), scope, symbol.type)
@@ -399,13 +458,21 @@ class _Builder:
             return
         state = states[self.state_index[source]]
         if state.final:
-            self.errors.error(self.doc.mark(path + ("from",)), f"final state {source!r} cannot have outgoing rows")
+            self.errors.error(self.doc.mark(path + ("from",)), f"final state {shown(source)} cannot have outgoing rows")
         elif state.transient and event is not None:
             self.errors.error(self.doc.mark(path + ("on",)),
-                              f"transient state {source!r} is left only by eventless rows (drop 'on')")
+                              f"transient state {shown(source)} is left only by eventless rows (drop 'on')")
         elif not state.transient and event is None:
-            self.errors.error(self.doc.mark(path), f"row from {source!r} needs an event ('on'): "
+            self.errors.error(self.doc.mark(path), f"row from {shown(source)} needs an event ('on'): "
                               "only transient states have eventless rows")
+
+    @staticmethod
+    def param_owners(events: Mapping[str, Event]) -> dict[str, list[str]]:
+        owners: dict[str, list[str]] = {}
+        for event in events.values():
+            for param in event.params:
+                owners.setdefault(param.name, []).append(event.name)
+        return owners
 
     def unhandled(self, actions: Mapping[str, Action]) -> Unhandled:
         spec = self.data.get("unhandled")
@@ -414,14 +481,16 @@ class _Builder:
         policy: Literal["reject", "ignore"] = spec["policy"]
         return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions))
 
-    def invariants(self) -> tuple[Invariant, ...]:
+    def invariants(self, events: Mapping[str, Event]) -> tuple[Invariant, ...]:
         result = []
-        scope = ex.Scope(self.symbols, self.state_index)
+        hints = {**self.hints, **{p: "an event parameter: invariants read variables, constants and the state"
+                                  for p in self.param_owners(events)}}
+        scope = ex.Scope(self.symbols, self.state_index, hints=hints)
         names: set[str] = set()
         for i, spec in enumerate(self.data.get("invariants") or []):
             path: NodePath = ("invariants", i)
             if spec["name"] in names:
-                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate invariant name {spec['name']!r}")
+                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate invariant name {shown(spec['name'])}")
             names.add(spec["name"])
             parsed = self.expression(spec["expr"], path + ("expr",), scope, "bool")
             if parsed is not None:
@@ -436,7 +505,7 @@ class _Builder:
             path: NodePath = ("properties", i)
             mark = self.doc.mark(path)
             if spec["name"] in names:
-                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate property name {spec['name']!r}")
+                self.errors.error(self.doc.mark(path + ("name",)), f"duplicate property name {shown(spec['name'])}")
             names.add(spec["name"])
             kinds = [k for k in ("always-reachable", "no-cycle-within") if k in spec]
             if len(kinds) != 1:
@@ -445,13 +514,13 @@ class _Builder:
             if kinds[0] == "always-reachable":
                 target = spec["always-reachable"]
                 if target not in self.state_index:
-                    self.errors.error(self.doc.mark(path + ("always-reachable",)), f"unknown state {target!r}")
+                    self.errors.error(self.doc.mark(path + ("always-reachable",)), f"unknown state {shown(target)}")
                 result.append(Property(spec["name"], "always-reachable", mark, target=target))
             else:
                 listed = spec["no-cycle-within"]["events"]
                 for j, name in enumerate(listed):
                     if name not in events:
                         self.errors.error(self.doc.mark(path + ("no-cycle-within", "events", j)),
-                                          f"unknown event {name!r}")
+                                          f"unknown event {shown(name)}")
                 result.append(Property(spec["name"], "no-cycle-within", mark, events=tuple(listed)))
         return tuple(result)

@@ -33,6 +33,15 @@ class Diagnostic:
         return f"{self.mark}: error: {self.message}"
 
 
+SHOWN_MAX = 60
+
+
+def shown(value: object) -> str:
+    """``repr`` of a value from the table, cut short so hostile input cannot flood a message."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 3] + "..."
+
+
 class TableError(Exception):
     """A table could not be loaded; ``diagnostics`` says every reason found."""
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from agentfsm.spec.errors import shown
 
 Type = Literal["int", "bool"]
 Value = int | bool
@@ -76,11 +79,12 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Scope:
-    """What names mean where an expression stands."""
+    """What names mean where an expression stands; ``hints`` explain names that are not."""
 
     symbols: Mapping[str, Symbol]
     states: Mapping[str, int]
     allow_state: bool = True
+    hints: Mapping[str, str] = field(default_factory=dict)
 
 
 class ExprError(Exception):
@@ -90,10 +94,25 @@ class ExprError(Exception):
         self.message = message
 
 
+_A = {"int": "an int", "bool": "a bool"}
 _CMP: dict[type[ast.cmpop], str] = {
     ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
 }
 _LITERAL_NAMES = {"true": True, "false": False}
+_FORBIDDEN = {
+    "Call": "function call", "Attribute": "attribute access", "Subscript": "subscript",
+    "Lambda": "lambda", "ListComp": "comprehension", "SetComp": "comprehension",
+    "DictComp": "comprehension", "GeneratorExp": "comprehension", "JoinedStr": "f-string",
+    "NamedExpr": "assignment ':='", "IfExp": "conditional expression", "Tuple": "tuple",
+    "List": "list", "Set": "set", "Dict": "dict", "Starred": "'*' unpacking", "Await": "await",
+    "Yield": "yield", "YieldFrom": "yield", "Slice": "slice",
+}
+_OPERATORS = {
+    "Mult": "*", "Div": "/", "FloorDiv": "//", "Mod": "%", "Pow": "**", "MatMult": "@",
+    "LShift": "<<", "RShift": ">>", "BitOr": "|", "BitAnd": "&", "BitXor": "^", "UAdd": "+",
+    "Invert": "~", "Is": "is", "IsNot": "is not", "In": "in", "NotIn": "not in",
+}
+_FOREIGN = re.compile(r"[^\x20-\x7e\t]")
 
 
 def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type]:
@@ -102,14 +121,22 @@ def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type
         raise ExprError(0, f"expression longer than {MAX_TEXT} characters")
     if not text.strip():
         raise ExprError(0, "empty expression")
+    bad = _FOREIGN.search(text)
+    if bad is not None:
+        # Python would NFKC-normalise non-ASCII names (a fullwidth 'ｃount' reads as 'count').
+        raise ExprError(bad.start(), f"character {bad.group()!r} is not allowed in an expression "
+                                     "(names, digits, operators and parentheses are ASCII)")
+    shift = len(text) - len(text.lstrip())
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
-        col = (exc.offset or 1) - 1
-        raise ExprError(max(col, 0), f"invalid expression: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError):
+        stripped = text.strip()
+        col = (exc.offset or 0) - 1 if (exc.lineno or 1) == 1 else 0
+        if col < 0:  # Python reports no offset when the text ends too early
+            col = len(stripped)
+        raise ExprError(shift + min(col, len(stripped)), f"invalid expression: {exc.msg}") from None
+    except (RecursionError, MemoryError):
         raise ExprError(0, "expression too deeply nested") from None
-    shift = len(text) - len(text.lstrip())
     count = sum(1 for _ in ast.walk(tree))
     if count > MAX_NODES:
         raise ExprError(0, f"expression too large ({count} nodes, at most {MAX_NODES})")
@@ -118,7 +145,7 @@ def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type
     except RecursionError:
         raise ExprError(0, "expression too deeply nested") from None
     if want is not None and typ != want:
-        raise ExprError(shift, f"expected a {want} expression, found {typ}")
+        raise ExprError(shift, f"expected {_A[want]} expression, found {typ}")
     return expr, typ
 
 
@@ -136,10 +163,10 @@ class _Checker:
         d = depth + 1
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool):
-                return Lit(node.value), "bool"
+                raise self.fail(node, f"write {str(node.value).lower()}, not {node.value}: booleans are lowercase")
             if isinstance(node.value, int):
                 return Lit(node.value), "int"
-            raise self.fail(node, f"unsupported literal {node.value!r}: only integers and true/false")
+            raise self.fail(node, f"unsupported literal {shown(node.value)}: only integers and true/false")
         if isinstance(node, ast.Name):
             return self.name(node)
         if isinstance(node, ast.UnaryOp):
@@ -152,10 +179,12 @@ class _Checker:
                 if isinstance(operand, Lit):
                     return Lit(-int(operand.value)), "int"
                 return Unary("-", operand), "int"
-            raise self.fail(node, "unsupported operator: only 'not' and unary '-'")
+            symbol = _OPERATORS.get(type(node.op).__name__, type(node.op).__name__)
+            raise self.fail(node, f"operator '{symbol}' not allowed: the unary operators are 'not' and '-'")
         if isinstance(node, ast.BinOp):
             if not isinstance(node.op, (ast.Add, ast.Sub)):
-                raise self.fail(node, "unsupported operator: only '+' and '-' on integers")
+                symbol = _OPERATORS.get(type(node.op).__name__, type(node.op).__name__)
+                raise self.fail(node, f"operator '{symbol}' not allowed: integers have only '+' and '-'")
             left, lt = self.check(node.left, d)
             right, rt = self.check(node.right, d)
             self.expect(node.left, lt, "int", "'+'/'-'")
@@ -174,9 +203,9 @@ class _Checker:
             return result, "bool"
         if isinstance(node, ast.Compare):
             return self.compare(node, d)
-        raise self.fail(node, f"unsupported expression ({type(node).__name__.lower()}): "
-                              "only names, integers, true/false, + -, comparisons, and/or/not, "
-                              "and 'state in (...)'")
+        what = _FORBIDDEN.get(type(node).__name__, type(node).__name__.lower())
+        raise self.fail(node, f"{what} not allowed: expressions have names, integers, true/false, "
+                              "+ -, comparisons, and/or/not and 'state in (...)'")
 
     def expect(self, node: ast.expr, got: Type, want: Type, what: str) -> None:
         if got != want:
@@ -190,8 +219,9 @@ class _Checker:
         symbol = self.scope.symbols.get(node.id)
         if symbol is None:
             if node.id in self.scope.states:
-                raise self.fail(node, f"state {node.id!r} may only appear in 'state in (...)'")
-            raise self.fail(node, f"unknown name {node.id!r}")
+                raise self.fail(node, f"state {shown(node.id)} may only appear in 'state in (...)'")
+            hint = self.scope.hints.get(node.id)
+            raise self.fail(node, f"unknown name {shown(node.id)}" + (f" ({hint})" if hint else ""))
         return Ref(node.id, symbol.kind, symbol.type, symbol.slot, symbol.value), symbol.type
 
     def compare(self, node: ast.Compare, depth: int) -> tuple[Expr, Type]:
@@ -204,7 +234,9 @@ class _Checker:
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             symbol = _CMP.get(type(op))
             if symbol is None:
-                raise self.fail(node, "unsupported comparison: only == != < <= > >= (and 'state in')")
+                symbol = _OPERATORS.get(type(op).__name__, type(op).__name__)
+                raise self.fail(node, f"comparison '{symbol}' not allowed: use == != < <= > >= "
+                                      "(or 'state in (...)')")
             right, rt = self.check(right_node, depth)
             if symbol in ("==", "!="):
                 if lt != rt:
@@ -227,7 +259,7 @@ class _Checker:
             if not isinstance(item, ast.Name):
                 raise self.fail(item, "'state in (...)' takes state names")
             if item.id not in self.scope.states:
-                raise self.fail(item, f"unknown state {item.id!r}")
+                raise self.fail(item, f"unknown state {shown(item.id)}")
             names.append(item.id)
         if not names:
             raise self.fail(node, "'state in ()' needs at least one state")
@@ -245,16 +277,16 @@ def to_source(expr: Expr, parent: int = 0) -> str:
     if isinstance(expr, Ref):
         return expr.name
     if isinstance(expr, InStates):
-        inner = ", ".join(expr.states)
-        return f"state {'not in' if expr.negated else 'in'} ({inner})"
-    if isinstance(expr, Unary):
+        text = f"state {'not in' if expr.negated else 'in'} ({', '.join(expr.states)})"
+        prec = _PRECEDENCE["=="]  # a comparison: an operand of another one needs parentheses
+    elif isinstance(expr, Unary):
         if expr.op == "-":
             return "-" + to_source(expr.operand, 6)
         text = "not " + to_source(expr.operand, 3)
         prec = 3
     else:
         prec = _PRECEDENCE[expr.op]
-        right_prec = prec + 1 if expr.op in ("-", "+") or prec == 4 else prec
+        right_prec = prec + 1  # parse() nests left: a right operand of the same level needs parentheses
         text = f"{to_source(expr.left, prec)} {expr.op} {to_source(expr.right, right_prec)}"
     return f"({text})" if prec < parent or (prec == 4 and parent == 4) else text
 

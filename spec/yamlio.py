@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError
+from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError, shown
 
 Path = tuple[str | int, ...]
 
-MAX_BYTES = 4 * 1024 * 1024
-MAX_NODES = 100_000
+MAX_BYTES = 512 * 1024
+MAX_NODES = 50_000
 MAX_DEPTH = 64
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
@@ -30,6 +30,9 @@ _FLOAT = re.compile(
     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
 )
 
+MAX_DIGITS = 100
+
+_YAML_TAG = "tag:yaml.org,2002:"
 _STR = "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
@@ -39,10 +42,45 @@ _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 
 
+class LimitExceeded(yaml.YAMLError):
+    """The document is bigger or deeper than any table needs; stop before it costs more."""
+
+    def __init__(self, mark: yaml.Mark, message: str) -> None:
+        super().__init__(message)
+        self.mark = mark
+        self.message = message
+
+
 class Yaml12Loader(yaml.SafeLoader):
-    """SafeLoader with the YAML 1.2 core schema's implicit resolvers only."""
+    """SafeLoader with the YAML 1.2 core schema's implicit resolvers only.
+
+    It also counts nodes and nesting while composing, so a document that is too large or
+    too deep is refused early (PyYAML's composer recurses once per level).
+    """
 
     yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012 (PyYAML's own idiom)
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.composed = 0
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self.composed += 1
+        if self.composed > MAX_NODES:
+            raise LimitExceeded(self.next_mark(), f"document too large: more than {MAX_NODES} nodes")
+        if self.depth >= MAX_DEPTH:
+            raise LimitExceeded(self.next_mark(), f"document nested deeper than {MAX_DEPTH} levels")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def next_mark(self) -> yaml.Mark:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: yaml.Mark = event.start_mark
+        return mark
 
 
 for _tag, _regexp, _first in (
@@ -61,6 +99,7 @@ class Document:
     data: Any
     marks: dict[Path, Mark]
     key_marks: dict[Path, Mark]
+    inexact: frozenset[Path] = frozenset()
 
     def mark(self, path: Path) -> Mark:
         """The mark of the node at ``path``, or of its nearest ancestor that has one."""
@@ -71,35 +110,83 @@ class Document:
     def key_mark(self, path: Path) -> Mark:
         return self.key_marks.get(path) or self.mark(path)
 
+    def text_mark(self, path: Path, offset: int) -> tuple[Mark, str]:
+        """Where character ``offset`` of the string at ``path`` is, and a note if unknown.
+
+        Columns are exact for a scalar copied verbatim from one line; for a folded,
+        block or escaped scalar the mark is the scalar's start and the note says where.
+        """
+        if path in self.inexact:
+            return self.mark(path), f" (at character {offset + 1} of the text)"
+        return self.mark(path).shifted(offset), ""
+
 
 def _mark(file: str, m: yaml.Mark) -> Mark:
     return Mark(file, m.line + 1, m.column + 1)
 
 
+def _tag_text(tag: str) -> str:
+    return "!!" + tag.removeprefix(_YAML_TAG) if tag.startswith(_YAML_TAG) else tag
+
+
+def _unsupported_tag(tag: str) -> str:
+    return (f"unsupported YAML tag {shown(_tag_text(tag))}: a table holds only mappings, lists, "
+            "strings, integers and booleans")
+
+
 def _scalar(node: yaml.ScalarNode) -> Any:
+    """The value of a scalar under the YAML 1.2 core schema; ValueError says what is wrong."""
     value: str = node.value
     if node.tag == _STR:
         return value
     if node.tag == _BOOL_TAG:
+        if not _BOOL.match(value):
+            raise ValueError(f"{shown(value)} is not a boolean: YAML 1.2 booleans are true and false")
         return value.lower() == "true"
     if node.tag == _NULL_TAG:
+        if not _NULL.match(value):
+            raise ValueError(f"{shown(value)} is not null")
         return None
     if node.tag == _INT_TAG:
-        if value.startswith(("0o", "0x")):
-            return int(value, 0)
-        return int(value, 10)
+        if not _INT.match(value):
+            raise ValueError(f"{shown(value)} is not an integer")
+        if len(value) > MAX_DIGITS:
+            raise ValueError(f"integer with more than {MAX_DIGITS} digits")
+        return int(value, 0) if value.startswith(("0o", "0x")) else int(value, 10)
     if node.tag == _FLOAT_TAG:
-        return float(value.replace(".inf", "inf").replace(".Inf", "inf").replace(".INF", "inf"))
-    raise ValueError(f"unsupported YAML tag {node.tag!r}")
+        if not _FLOAT.match(value):
+            raise ValueError(f"{shown(value)} is not a number")
+        return float(re.sub(r"\.(inf|Inf|INF|nan|NaN|NAN)$", lambda m: m.group(1).lower(), value))
+    raise ValueError(_unsupported_tag(node.tag))
+
+
+def _key_problem(node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        return "mapping keys must be strings, not lists or mappings"
+    kind = {_INT_TAG: "an integer", _BOOL_TAG: "a boolean", _NULL_TAG: "null", _FLOAT_TAG: "a number"}.get(
+        node.tag, f"tagged {_tag_text(node.tag)}")
+    return f"mapping key {shown(node.value)} is read as {kind}: quote it to use it as a name"
 
 
 class _Converter:
-    def __init__(self, file: str, errors: Collector) -> None:
+    """Nodes to plain data, recording marks; aliases are expanded, so count what they cost."""
+
+    def __init__(self, file: str, text: str, errors: Collector) -> None:
         self.file = file
+        self.text = text
         self.errors = errors
         self.nodes = 0
         self.marks: dict[Path, Mark] = {}
         self.key_marks: dict[Path, Mark] = {}
+        self.inexact: set[Path] = set()
+
+    def verbatim(self, node: yaml.ScalarNode) -> bool:
+        """Whether the scalar's value is its source text, on one line (so columns map)."""
+        start, end = node.start_mark, node.end_mark
+        if start.line != end.line or node.style not in (None, "'", '"'):
+            return False
+        source = self.text[start.index:end.index]
+        return not (node.style == "'" and "''" in source) and not (node.style == '"' and "\\" in source)
 
     def convert(self, node: yaml.Node, path: Path) -> Any:
         self.nodes += 1
@@ -113,6 +200,8 @@ class _Converter:
             mark = mark.shifted(1)  # point at the content, where expression columns count from
         self.marks[path] = mark
         if isinstance(node, yaml.ScalarNode):
+            if not self.verbatim(node):
+                self.inexact.add(path)
             try:
                 return _scalar(node)
             except ValueError as exc:
@@ -120,22 +209,22 @@ class _Converter:
                 return None
         if isinstance(node, yaml.SequenceNode):
             if node.tag != _SEQ:
-                self.errors.error(mark, f"unsupported YAML tag {node.tag!r}")
+                self.errors.error(mark, _unsupported_tag(node.tag))
             return [self.convert(item, path + (i,)) for i, item in enumerate(node.value)]
         assert isinstance(node, yaml.MappingNode)
         if node.tag != _MAP:
-            self.errors.error(mark, f"unsupported YAML tag {node.tag!r}")
+            self.errors.error(mark, _unsupported_tag(node.tag))
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key_mark = _mark(self.file, key_node.start_mark)
             self.nodes += 1
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
-                self.errors.error(key_mark, "mapping keys must be plain strings")
+                self.errors.error(key_mark, _key_problem(key_node))
                 continue
             key = key_node.value
             if key in result:
                 first = self.key_marks[path + (key,)]
-                self.errors.error(key_mark, f"duplicate key {key!r} (first defined at line {first.line})")
+                self.errors.error(key_mark, f"duplicate key {shown(key)} (first defined at line {first.line})")
                 continue
             self.key_marks[path + (key,)] = key_mark
             result[key] = self.convert(value_node, path + (key,))
@@ -146,7 +235,7 @@ def load_document(raw: bytes, file: str) -> Document:
     """Parse one YAML document from bytes; raise TableError with marks on any problem."""
     start = Mark(file, 1, 1)
     if len(raw) > MAX_BYTES:
-        raise TableError([Diagnostic(start, f"file larger than {MAX_BYTES} bytes")])
+        raise TableError([Diagnostic(start, f"file larger than {MAX_BYTES} bytes: too large for a table")])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -158,15 +247,23 @@ def load_document(raw: bytes, file: str) -> Document:
         text = text[1:]
     try:
         nodes = list(yaml.compose_all(text, Loader=Yaml12Loader))
+    except LimitExceeded as exc:
+        raise TableError([Diagnostic(_mark(file, exc.mark), exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         m = exc.problem_mark or exc.context_mark
         mark = _mark(file, m) if m is not None else start
         problem = exc.problem or exc.context or "invalid YAML"
+        if exc.problem and exc.context and exc.context_mark is not None:
+            problem += f" ({exc.context} started at line {exc.context_mark.line + 1})"
         raise TableError([Diagnostic(mark, f"YAML syntax: {problem}")]) from None
+    except yaml.reader.ReaderError as exc:
+        prefix = text[: exc.position]
+        mark = Mark(file, prefix.count("\n") + 1, exc.position - (prefix.rfind("\n") + 1) + 1)
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise TableError([Diagnostic(mark, f"character U+{code:04X} is not allowed in YAML")]) from None
     except yaml.YAMLError as exc:
-        raise TableError([Diagnostic(start, f"YAML: {exc}")]) from None
-    except RecursionError:
-        raise TableError([Diagnostic(start, "document nested too deeply")]) from None
+        first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        raise TableError([Diagnostic(start, f"YAML: {first_line}")]) from None
     if not nodes or nodes[0] is None:
         raise TableError([Diagnostic(start, "empty document: expected a table (a mapping with 'format: 1')")])
     if len(nodes) > 1:
@@ -174,7 +271,7 @@ def load_document(raw: bytes, file: str) -> Document:
         where = _mark(file, second.start_mark) if second is not None else start
         raise TableError([Diagnostic(where, "expected one YAML document, found several")])
     errors = Collector()
-    converter = _Converter(file, errors)
+    converter = _Converter(file, text, errors)
     data = converter.convert(nodes[0], ())
     errors.raise_if_any()
-    return Document(data, converter.marks, converter.key_marks)
+    return Document(data, converter.marks, converter.key_marks, frozenset(converter.inexact))

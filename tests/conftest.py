@@ -15,3 +15,15 @@ TABLES = sorted(SPEC.glob("*.yaml"))
 @pytest.fixture(scope="session")
 def loom() -> Table:
     return load_table(SPEC / "loom-agent.yaml")
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``agentfsm ARGS`` in-process; return (exit status, stdout, stderr)."""
+    from agentfsm.cli import main
+
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -4,21 +4,8 @@ from __future__ import annotations
 
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
-from agentfsm.spec.semantics import StepResult, step
-
-
-def run(table: Table, events: list[tuple[str, dict[str, Value]]]) -> list[StepResult]:
-    state, values = table.initial.index, table.initial_vars()
-    results = []
-    for name, params in events:
-        result = step(table, state, values, name, table.event(name).param_values(params))
-        results.append(result)
-        state, values = result.state, result.vars
-    return results
-
-
-def names(table: Table, results: list[StepResult]) -> list[str]:
-    return [table.states[r.state].name for r in results]
+from agentfsm.spec.semantics import step
+from table_runs import run, states
 
 
 def test_transitions_to_calling_llm_on_user_input(loom: Table) -> None:
@@ -29,7 +16,7 @@ def test_transitions_to_calling_llm_on_user_input(loom: Table) -> None:
 
 def test_completes_full_conversation_cycle(loom: Table) -> None:
     results = run(loom, [("UserInput", {}), ("TextDelta", {}), ("LlmCompleted", {"tool_calls": 0})])
-    assert names(loom, results) == ["CallingLlm", "CallingLlm", "WaitingForUserInput"]
+    assert states(loom, results) == ["CallingLlm", "CallingLlm", "WaitingForUserInput"]
     assert results[-1].actions == ("WaitForInput",)
 
 
@@ -37,7 +24,7 @@ def test_mutating_tools_run_the_post_tools_hook(loom: Table) -> None:
     results = run(loom, [("UserInput", {}), ("LlmCompleted", {"tool_calls": 2}),
                          ("ToolCompleted", {"mutating": True}), ("ToolCompleted", {"mutating": False}),
                          ("PostToolsHookCompleted", {"action_taken": True})])
-    assert names(loom, results) == ["CallingLlm", "ExecutingTools", "ExecutingTools", "PostToolsHook", "CallingLlm"]
+    assert states(loom, results) == ["CallingLlm", "ExecutingTools", "ExecutingTools", "PostToolsHook", "CallingLlm"]
     assert [r.actions for r in results][1:] == [("ExecuteTools",), ("WaitForInput",), ("RunPostToolsHook",),
                                                 ("SendLlmRequest",)]
 
@@ -46,7 +33,7 @@ def test_retries_are_bounded(loom: Table) -> None:
     events: list[tuple[str, dict[str, Value]]] = [("UserInput", {})]
     events += [("LlmError", {}), ("RetryTimeoutFired", {})] * 3 + [("LlmError", {})]
     results = run(loom, events)
-    assert names(loom, results)[-1] == "WaitingForUserInput"
+    assert states(loom, results)[-1] == "WaitingForUserInput"
     assert results[-1].actions == ("DisplayError",)
 
 

@@ -1,0 +1,190 @@
+"""The named checks over one exploration, each with its shortest counterexample.
+
+Configurations are numbered in breadth-first order, so the lowest-numbered offending
+configuration has a shortest path from the initial one: every "first" below is a
+shortest counterexample. Checks run on the graph the exploration found; a step that
+raised a ``SemanticError`` has no successor and is reported by its own check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentfsm.spec import Property, Table
+from agentfsm.verify import graph
+from agentfsm.verify.explore import Exploration, StepError
+from agentfsm.verify.trace import Trace, describe_config, describe_label
+
+KINDS = ("determinism", "bounds", "invariant", "deadlock", "transient", "unreachable-state", "dead-row",
+         "always-reachable", "no-cycle-within")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    kind: str
+    name: str | None
+    ok: bool
+    message: str
+    trace: Trace | None = None
+
+
+@dataclass(frozen=True)
+class UnhandledPair:
+    """How many (configuration, event with parameter values) pairs of a state no row handles."""
+
+    state: str
+    event: str
+    pairs: int
+
+
+@dataclass
+class Verdict:
+    """Everything ``verify`` reports about one table."""
+
+    table: Table
+    exploration: Exploration
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def unhandled(self) -> list[UnhandledPair]:
+        """Unhandled pairs grouped by (state, event), in table order."""
+        ex, table = self.exploration, self.table
+        grouped: dict[tuple[int, int], int] = {}
+        events = {e.name: n for n, e in enumerate(table.events)}
+        for (s, k), n in ex.unhandled.items():
+            key = (s, events[ex.labels[k][0]])
+            grouped[key] = grouped.get(key, 0) + n
+        return [UnhandledPair(table.states[s].name, table.events[e].name, n) for (s, e), n in sorted(grouped.items())]
+
+
+def run_checks(ex: Exploration) -> Verdict:
+    verdict = Verdict(ex.table, ex)
+    for kind in ("determinism", "bounds"):
+        verdict.checks.append(_step_errors(ex, kind))
+    verdict.checks.extend(_invariant(ex, k) for k in range(len(ex.table.invariants)))
+    verdict.checks.append(_deadlock(ex))
+    verdict.checks.append(_step_errors(ex, "transient"))
+    verdict.checks.append(_unreachable_states(ex))
+    verdict.checks.append(_dead_rows(ex))
+    for prop in ex.table.properties:
+        if prop.kind == "always-reachable":
+            verdict.checks.append(_always_reachable(ex, prop))
+        else:
+            verdict.checks.append(_no_cycle_within(ex, prop))
+    return verdict
+
+
+def _step_trace(ex: Exploration, error: StepError, name: str | None = None) -> Trace:
+    return Trace.of(ex.table, [*ex.path(error.config), ex.labels[error.label]], name, error.kind)
+
+
+def _step_errors(ex: Exploration, kind: str) -> CheckResult:
+    found = [e for e in ex.errors if e.kind == kind]
+    if not found:
+        return CheckResult(kind, None, True, _HOLDS[kind])
+    first = found[0]   # errors are recorded in breadth-first order
+    where = describe_config(ex.table, *ex.config(first.config))
+    message = f"{first.message} (on {describe_label(ex.table, ex.labels[first.label])} in {where})"
+    others = len({(e.kind, e.rows) for e in found}) - 1
+    if others:
+        message += f"; {others} more distinct violation{'s' if others > 1 else ''} of this kind"
+    return CheckResult(kind, None, False, message, _step_trace(ex, first))
+
+
+_HOLDS = {
+    "determinism": "at most one row is enabled for every reachable configuration and event",
+    "bounds": "every assignment stays within its variable's range",
+    "transient": "every transient state reached is left by exactly one eventless row",
+}
+
+
+def _first(ex: Exploration, bad: Callable[[int], bool]) -> int | None:
+    return next((i for i in range(ex.count) if bad(i)), None)
+
+
+def _invariant(ex: Exploration, k: int) -> CheckResult:
+    table = ex.table
+    inv = table.invariants[k]
+    fn, decode, smask = inv.fn, ex.packing.decode, ex.packing.state_mask
+    bad = _first(ex, lambda i: not fn((ex.codes[i] & smask, *decode(ex.codes[i]))))
+    if bad is None:
+        return CheckResult("invariant", inv.name, True, f"{inv.text} holds in all {ex.count} configurations")
+    where = describe_config(table, *ex.config(bad))
+    return CheckResult("invariant", inv.name, False, f"{inv.text} is false in {where}",
+                       Trace.of(table, ex.path(bad), inv.name, "invariant"))
+
+
+def _deadlock(ex: Exploration) -> CheckResult:
+    table, off = ex.table, ex.offsets
+    finals = {s.index for s in table.states if s.final}
+    bad = _first(ex, lambda i: off[i] == off[i + 1] and ex.state_of(i) not in finals)
+    if bad is None:
+        return CheckResult("deadlock", None, True, "every non-final configuration accepts some event")
+    where = describe_config(table, *ex.config(bad))
+    return CheckResult("deadlock", None, False, f"{where} is not final and accepts no event",
+                       Trace.of(table, ex.path(bad), None, "deadlock"))
+
+
+def reached_states(ex: Exploration) -> set[int]:
+    """States some configuration is in, plus transient states some fired row entered."""
+    table = ex.table
+    reached = {ex.state_of(i) for i in range(ex.count)}
+    reached |= {table.state_index[r.target] for r in table.rows if ex.row_fires[r.index]}
+    return reached
+
+
+def _unreachable_states(ex: Exploration) -> CheckResult:
+    reached = reached_states(ex)
+    missing = [s.name for s in ex.table.states if s.index not in reached]
+    if not missing:
+        return CheckResult("unreachable-state", None, True, "every state is reachable")
+    return CheckResult("unreachable-state", None, False, f"never reached: {', '.join(missing)}")
+
+
+def _dead_rows(ex: Exploration) -> CheckResult:
+    dead = [r for r in ex.table.rows if not ex.row_fires[r.index]]
+    if not dead:
+        return CheckResult("dead-row", None, True, f"all {len(ex.table.rows)} rows fire")
+    listed = "; ".join(f"row {r.index} (line {r.mark.line}: {r.source} --{r.label() or '(eventless)'}--> {r.target})"
+                       for r in dead)
+    return CheckResult("dead-row", None, False, f"never fire: {listed}")
+
+
+def _always_reachable(ex: Exploration, prop: Property) -> CheckResult:
+    table = ex.table
+    assert prop.target is not None
+    target = table.state_index[prop.target]
+    if table.states[target].transient:
+        return CheckResult("always-reachable", prop.name, False,
+                           f"{prop.target} is transient, so no configuration is ever in it: name a stable state")
+    goal = [ex.state_of(i) == target for i in range(ex.count)]
+    marked = graph.can_reach(ex, goal)
+    bad = _first(ex, lambda i: not marked[i])
+    if bad is None:
+        return CheckResult("always-reachable", prop.name, True,
+                           f"{prop.target} is reachable from all {ex.count} configurations")
+    where = describe_config(table, *ex.config(bad))
+    return CheckResult("always-reachable", prop.name, False, f"{prop.target} is unreachable from {where}",
+                       Trace.of(table, ex.path(bad), prop.name, "always-reachable"))
+
+
+def _no_cycle_within(ex: Exploration, prop: Property) -> CheckResult:
+    table = ex.table
+    listed = set(prop.events)
+    allowed = [event in listed for event, _ in ex.labels]
+    events = ", ".join(prop.events)
+    found = graph.find_cycle(ex, allowed)
+    if found is None:
+        return CheckResult("no-cycle-within", prop.name, True, f"no cycle uses only {events}")
+    node, cycle = found
+    stem = ex.path(node)
+    where = describe_config(table, *ex.config(node))
+    return CheckResult("no-cycle-within", prop.name, False,
+                       f"a cycle of {len(cycle)} step{'s' if len(cycle) > 1 else ''} uses only {events}, "
+                       f"from {where}",
+                       Trace.of(table, [*stem, *(ex.labels[k] for k in cycle)], prop.name, "no-cycle-within",
+                                loop_start=len(stem)))
