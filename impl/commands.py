@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
+from agentfsm.impl.openai_client import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 
@@ -29,6 +31,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--json", action="store_true", help="print JSON Lines instead of text")
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                      help="give up on the whole run after this long (default 300)")
+    run.add_argument("--openai", metavar="URL",
+                     help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
+                          "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
+    run.add_argument("--model", metavar="NAME", help="the model name for --openai")
     add_set_option(run)
     run.set_defaults(func=run_run)
 
@@ -60,8 +66,16 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(f"work directory {workdir} does not exist")
     if args.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    model = None
+    if args.openai is not None:
+        if not args.model:
+            raise BadInput("--openai needs --model NAME")
+        try:
+            model = OpenAIClient(args.openai, args.model, os.environ.get("OPENAI_API_KEY"))
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
     try:
-        return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout))
+        return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model))
     except (ValueError, TypeError) as exc:  # the table lacks what the Loom driver maps (events, actions)
         raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None
 

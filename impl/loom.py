@@ -236,14 +236,15 @@ class LoomAgent(Driver):
         if state in ("WaitingForUserInput", "ShuttingDown"):
             return
         self._interrupted = True
+        # Only a cancelled activity's event is replaced; one that already finished has queued its own.
         if state == "CallingLlm":
             for activity in self.running("llm"):
                 self.cancel(activity)
-            partial = self._partial.partial_text()
-            self.feed("LlmCompleted", payload=LlmResponse(partial) if partial else None, tool_calls=0)
+                partial = self._partial.partial_text()
+                self.feed("LlmCompleted", payload=LlmResponse(partial) if partial else None, tool_calls=0)
         elif state == "Error":
             for activity in self.running("retry-timer"):
                 self.cancel(activity)
-            self.feed("RetryTimeoutFired")
+                self.feed("RetryTimeoutFired")
         # ExecutingTools: started tools complete, waiting ones see the flag and answer "Interrupted";
         # PostToolsHook: the hook completes. Either way the next SendLlmRequest ends the turn.

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.engine import Engine, UnknownEvent
-from agentfsm.impl.llm import ScriptedLlm
+from agentfsm.impl.llm import LlmClient, ScriptedLlm
 from agentfsm.impl.loom import LoomAgent, LoomConfig
 from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.tools import ToolResult
@@ -59,11 +59,14 @@ class Reporter:
 
 
 async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter: Reporter,
-                     timeout: float) -> int:
-    """Send each input once the agent is idle; 0 when the run completed cleanly, 1 otherwise."""
+                     timeout: float, model: LlmClient | None = None) -> int:
+    """Send each input once the agent is idle; 0 when the run completed cleanly, 1 otherwise.
+
+    The scripted replies answer unless ``model`` (a real client) is given.
+    """
     llm = ScriptedLlm(script.replies)
     config = LoomConfig(workdir=workdir, **script.settings)
-    agent = LoomAgent(table, llm, config=config, display=reporter)
+    agent = LoomAgent(table, model or llm, config=config, display=reporter)
     agent.add_listener(reporter.step)
     failed = False
     async with agent:
@@ -86,7 +89,7 @@ async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter:
     if agent.failures:
         reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
         failed = True
-    if llm.remaining > 0:
+    if model is None and llm.remaining > 0:
         reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
     reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
     return 1 if failed else 0

@@ -104,27 +104,30 @@ def table_data(draw: st.DrawFn, max_states: int = 5, max_rows: int = 12) -> dict
                 result[var] = draw(st.sampled_from([f"not {var}", "true", "false", other, f"{var} or {other}"]))
         return result
 
-    sources = [n for n in names if n not in (final, transient)]
-    rows: list[dict[str, Any]] = []
-    if transient:
-        for _ in range(draw(st.integers(1, 2))):
-            row: dict[str, Any] = {"from": transient, "to": draw(st.sampled_from(names))}
-            if (g := guard(None)) is not None:
-                row["when"] = g
-            if sets := updates(None):
-                row["set"] = sets
-            row["emit"] = draw(st.lists(st.sampled_from(actions), max_size=2))
-            rows.append(row)
-    for _ in range(draw(st.integers(1, max_rows))):
-        event = draw(st.sampled_from(list(events)))
-        source = draw(st.sampled_from([*sources, "*"]))
-        row = {"from": source, "on": event, "to": draw(st.sampled_from(names))}
+    def row(source: str, event: str | None) -> dict[str, Any]:
+        result: dict[str, Any] = {"from": source, "to": draw(st.sampled_from(names))}
+        if event is not None:
+            result["on"] = event
         if (g := guard(event)) is not None:
-            row["when"] = g
+            result["when"] = g
         if sets := updates(event):
-            row["set"] = sets
-        row["emit"] = draw(st.lists(st.sampled_from(actions), max_size=2))
-        rows.append(row)
+            result["set"] = sets
+        result["emit"] = draw(st.lists(st.sampled_from(actions), max_size=2))
+        return result
+
+    sources = [n for n in names if n not in (final, transient)]
+    rows = [row(transient, None) for _ in range(draw(st.integers(1, 2)))] if transient else []
+    # Half the tables keep one row per (state, event), so that runs go long before any
+    # determinism error; the other half overlap freely.
+    distinct = draw(st.booleans())
+    used: set[tuple[str, str]] = set()
+    for _ in range(draw(st.integers(1, max_rows))):
+        source, event = draw(st.sampled_from([*sources, "*"])), draw(st.sampled_from(list(events)))
+        covers = {(s, event) for s in sources} if source == "*" else {(source, event)}
+        if distinct and covers & used:
+            continue
+        used |= covers
+        rows.append(row(source, event))
 
     return {
         "format": 1, "machine": "random", "variables": variables, "states": states, "events": events,
