@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentfsm.spec import Table
+from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Binary, Lit, Ref, to_source
 from agentfsm.verify import mutants as mutation
+from agentfsm.verify.conform import Runner
 from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM
+from conftest import TABLES
 
 from agentfsm.cli import main
 
@@ -85,3 +87,19 @@ def test_real_adapter_processes_give_the_same_verdicts(loom: Table, results: lis
     by_name = {r.name: r for r in results}
     verdicts = [mutation.judge(loom, source, mutant, vectors, connect) for mutant in sample]
     assert verdicts == [by_name[mutant.name] for mutant in sample]
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_the_reference_adapter_passes_every_bundled_tables_vectors(path: Path) -> None:
+    table = load_table(path)
+    vectors = generate(table)[1]
+    report = Runner(table, lambda: mutation.reference(table, {})).run(vectors)
+    assert report.ok and report.count("pass") == len(vectors)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_no_mutant_of_any_bundled_table_survives(path: Path) -> None:
+    table = load_table(path)
+    summary = mutation.summary(mutation.run_mutants(table, generate(table)[1]))
+    assert summary["survived"] == 0, summary["survivors"]
