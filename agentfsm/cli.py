@@ -13,9 +13,10 @@ from agentfsm.impl import commands as impl_commands
 from agentfsm.impl import durable_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
-from agentfsm.verify import crash_commands
+from agentfsm.verify import conformance_commands, crash_commands
 
-PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, crash_commands, diagram_commands]
+PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, crash_commands,
+         conformance_commands, diagram_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
