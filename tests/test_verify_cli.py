@@ -10,7 +10,7 @@ import pytest
 from agentfsm.spec import load_table
 from agentfsm.verify import spin
 from agentfsm.verify.explore import explore
-from conftest import TABLES
+from conftest import SPEC, TABLES
 from verify_tables import HEADER
 
 from agentfsm.cli import main
@@ -62,9 +62,9 @@ def test_verify_json_shape_and_exit_1(broken: Path, capsys: pytest.CaptureFixtur
 
 
 def test_set_grows_the_space(broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    main(["verify", "--json", str(TABLES[0]), "--set", "max_retries=10"])
+    main(["verify", "--json", str(SPEC / "loom-agent.yaml"), "--set", "max_retries=10"])
     grown = json.loads(capsys.readouterr().out)["tables"][0]["configurations"]
-    main(["verify", "--json", str(TABLES[0])])
+    main(["verify", "--json", str(SPEC / "loom-agent.yaml")])
     assert grown > json.loads(capsys.readouterr().out)["tables"][0]["configurations"]
 
 
