@@ -10,7 +10,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash test lint typecheck bench clean diagrams
+.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams
 
 setup: $(STAMP)
 
@@ -45,6 +45,10 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/pytest
+
+# The exhaustive runs kept out of make test (mutation score of every bundled table, ...).
+test-slow: setup
+	$(BIN)/pytest -m slow
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -102,12 +101,8 @@ def run_vectors(args: argparse.Namespace) -> int:
         sets = ", ".join(f"{name} {info['vectors']}" for name, info in manifest.sets.items())
         print(f"{args.output}: {manifest.vectors} vectors for {table.machine} ({sets})", file=sys.stderr)
     else:
-        try:
-            write_vectors(sys.stdout, manifest, vectors)
-            sys.stdout.flush()
-        except BrokenPipeError:
-            # The reader stopped early (``| head``): not an error of ours.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        write_vectors(sys.stdout, manifest, vectors)
+        sys.stdout.flush()
     for name, info in manifest.sets.items():
         if info.get("uncovered"):
             print(f"warning: {name}: no vector reaches {info['uncovered']} (dead?)", file=sys.stderr)

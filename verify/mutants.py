@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from agentfsm.impl.adapter import Adapter
 from agentfsm.spec import Table, TableError
-from agentfsm.spec.build import _Builder
+from agentfsm.spec.build import compile_document
 from agentfsm.spec.expr import Binary, Expr, Lit, Ref, Unary, Value, to_source
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.yamlio import Document, load_document
@@ -180,7 +180,7 @@ def load_mutant(table: Table, source: Document, mutant: Mutant) -> Table | None:
     """
     doc = Document(mutant.data, source.marks, source.key_marks)
     try:
-        return _Builder(doc, f"{table.file} [{mutant.name}]", dict(table.constants)).build()
+        return compile_document(doc, f"{table.file} [{mutant.name}]", table.constants)
     except TableError:
         return None
 
