@@ -58,6 +58,29 @@ def test_each_planted_fault_is_named_by_its_shortest_vector(loom: Table, vectors
     assert "✗" in format_trace(shortest)
 
 
+@pytest.mark.parametrize("fault", ["retry-kept", "retry-early"])
+def test_a_counter_bug_is_caught_even_when_the_implementation_hides_its_vars(
+        loom: Table, vectors: list[Vector], fault: str) -> None:
+    report = run_process(loom, vectors, "--fault", fault, "--no-vars")
+    shortest = report.shortest_failure()
+    assert shortest is not None and shortest.failed_step is not None
+    # The failing step answers wrongly in what an implementation always reports.
+    problems = shortest.steps[-1].problems
+    assert problems and not any(p.startswith("vars") for p in problems)
+
+
+def test_a_counter_left_wrong_is_caught_only_by_a_distinguishing_suffix(loom: Table, vectors: list[Vector]) -> None:
+    # A retry counter not reset by LlmCompleted shows only when failures follow later:
+    # no shortest-prefix vector fails, the suffix after the step that left it wrong does.
+    without = [v for v in vectors if not v.id.split("/")[-1].startswith("suffix-")]
+    assert run_process(loom, without, "--fault", "retry-kept", "--no-vars").ok
+    report = run_process(loom, vectors, "--fault", "retry-kept", "--no-vars")
+    shortest = report.shortest_failure()
+    assert shortest is not None
+    assert any(c.startswith("suffix:") and "/LlmCompleted" in c for c in shortest.vector.covers)
+    assert shortest.failed_step == len(shortest.vector.steps)
+
+
 def test_a_wrong_initial_state_fails_at_the_reset(loom: Table, vectors: list[Vector]) -> None:
     def handle(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "state": "CallingLlm"} if request["op"] == "reset" else {"ok": True}

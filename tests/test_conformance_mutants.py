@@ -30,6 +30,41 @@ def test_no_mutant_of_the_loom_table_survives(results: list[mutation.MutantResul
     assert summary["killed"] > 150 and summary["invalid"] == 0
 
 
+@pytest.fixture(scope="module")
+def hidden(loom: Table) -> list[mutation.MutantResult]:
+    return mutation.run_mutants(loom, generate(loom)[1], with_vars=False)
+
+
+def test_no_mutant_of_the_loom_table_survives_when_its_vars_are_hidden(
+        hidden: list[mutation.MutantResult]) -> None:
+    summary = mutation.summary(hidden, with_vars=False)
+    assert summary["survived"] == 0, summary["survivors"]
+    assert summary["vars"] is False and summary["killed"] > 150
+
+
+def test_hiding_vars_only_makes_more_mutants_equivalent(results: list[mutation.MutantResult],
+                                                        hidden: list[mutation.MutantResult]) -> None:
+    shown = {r.name: r.verdict for r in results}
+    hidden_verdict = {r.name: r.verdict for r in hidden}
+    assert all(hidden_verdict[name] == "equivalent" for name, verdict in shown.items() if verdict == "equivalent")
+    more = {name for name, verdict in hidden_verdict.items() if verdict == "equivalent" and shown[name] != verdict}
+    # Giving up on retries leaves retries at 0 either way or at a value the next UserInput
+    # resets unread: invisible without vars, a difference with them.
+    assert {"row 6: update of retries dropped", "row 6: update retries = 0 + 1"} <= more
+    assert all(shown[r.name] == "killed" for r in hidden if r.verdict == "killed")
+
+
+def test_without_suffixes_a_counter_left_wrong_survives_hidden_vars(loom: Table) -> None:
+    older = generate(loom, sets=["rows", "events", "row-pairs", "walks"])[1]
+    results = mutation.run_mutants(loom, older, with_vars=False)
+    survivors = {r.name: r.detail for r in results if r.verdict == "survived"}
+    detail = survivors["row 4: update of retries dropped"]
+    # The difference is a whole sequence: the fault shows several steps after row 4 fired.
+    assert detail.startswith("LlmError in CallingLlm{retries=2,pending=0,mutated=false} after UserInput, ")
+    assert detail.endswith("table accepted -> Error [WaitForInput]; mutant accepted -> WaitingForUserInput "
+                           "[DisplayError]")
+
+
 def test_every_kind_of_mutant_is_made(results: list[mutation.MutantResult]) -> None:
     names = " | ".join(r.name for r in results)
     for kind in ("dropped", "target", "guard negated", "bound off by one", "action", "update of",
@@ -75,6 +110,17 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert {"mutants", "killed", "equivalent", "survived", "survivors"} <= set(data)
     assert data["mutants"] == data["killed"] + data["equivalent"] and data["survivors"] == []
+    assert data["vars"] is True
+
+
+def test_no_vars_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", str(LOOM), "--no-vars", "--sets", "rows,events"]) == 1
+    out = capsys.readouterr().out
+    assert "survived   row 4: update of retries dropped (" in out
+    assert "mutants loom-agent (vars hidden): " in out
+    assert main(["mutants", str(LOOM), "--no-vars", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vars"] is False and data["survived"] == 0
 
 
 def test_real_adapter_processes_give_the_same_verdicts(loom: Table, results: list[mutation.MutantResult],
@@ -102,4 +148,12 @@ def test_the_reference_adapter_passes_every_bundled_tables_vectors(path: Path) -
 def test_no_mutant_of_any_bundled_table_survives(path: Path) -> None:
     table = load_table(path)
     summary = mutation.summary(mutation.run_mutants(table, generate(table)[1]))
+    assert summary["survived"] == 0, summary["survivors"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_no_mutant_of_any_bundled_table_survives_hidden_vars(path: Path) -> None:
+    table = load_table(path)
+    summary = mutation.summary(mutation.run_mutants(table, generate(table)[1], with_vars=False), with_vars=False)
     assert summary["survived"] == 0, summary["survivors"]

@@ -140,6 +140,13 @@ class Runner:
             self.close()
         return Report(self.table.machine, results, time.monotonic() - start, stopped)
 
+    def first_failure(self, vectors: Iterable[Vector]) -> VectorResult | None:
+        """The first vector that does not pass, or None; cheaper than ``run`` for a verdict alone."""
+        try:
+            return next((r for r in map(self.run_vector, vectors) if r.status != "pass"), None)
+        finally:
+            self.close()
+
     def close(self) -> None:
         if self.session is not None:
             session, self.session = self.session, None

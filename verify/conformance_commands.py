@@ -221,6 +221,9 @@ def _register_mutants(sub: Sub) -> None:
                         help="run each mutant as a real `agentfsm adapter` process (slower; default in-process)")
     parser.add_argument("--timeout", type=_positive, default=10.0, metavar="S",
                         help="seconds to wait for each reply with --processes (default 10)")
+    parser.add_argument("--no-vars", dest="with_vars", action="store_false",
+                        help="hide the mutants' vars, as an implementation that does not report them; "
+                             "equivalence then compares only accepted, state and actions")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every mutant with its verdict")
     _add_generation_options(parser)
     add_set_option(parser)
@@ -233,9 +236,9 @@ def run_mutants_command(args: argparse.Namespace) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentfsm-mutants-") as workdir:
         connect = mutation.reference_process(Path(workdir), args.timeout) if args.processes else mutation.reference
-        results = mutation.run_mutants(table, vectors, connect, Progress(0, sys.stderr, "mutants"))
+        results = mutation.run_mutants(table, vectors, connect, Progress(0, sys.stderr, "mutants"), args.with_vars)
     seconds = time.monotonic() - start
-    data = mutation.summary(results)
+    data = mutation.summary(results, args.with_vars)
     if args.json:
         print(json.dumps(data))
     else:
@@ -243,7 +246,8 @@ def run_mutants_command(args: argparse.Namespace) -> int:
             if args.verbose or result.verdict == "survived":
                 detail = f" ({result.detail})" if result.detail else ""
                 print(f"{result.verdict:<10} {result.name}{detail}")
-        print(f"mutants {table.machine}: {data['mutants']} mutants against {len(vectors)} vectors: "
+        hidden = "" if args.with_vars else " (vars hidden)"
+        print(f"mutants {table.machine}{hidden}: {data['mutants']} mutants against {len(vectors)} vectors: "
               f"{data['killed']} killed, {data['equivalent']} equivalent, {data['survived']} survived; "
               f"score {data['score']:.1%} ({seconds:.2f} s)")
     return EXIT_OK if not data["survived"] else EXIT_FAILED

@@ -233,6 +233,24 @@ class FunctionTransport:
         self.handle({"op": "quit"})
 
 
+class WithoutVars:
+    """Another transport with ``vars`` removed from every reply: an implementation that hides its variables."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+
+    def request(self, message: Message) -> Message:
+        reply = self.inner.request(message)
+        reply.pop("vars", None)
+        return reply
+
+    def stray(self, wait: float) -> str | None:
+        return self.inner.stray(wait)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 @dataclass(frozen=True)
 class Observation:
     """What the implementation reported; ``accepted`` is None for a reset, ``vars`` when given."""

@@ -7,11 +7,17 @@ flipped or its action dropped. Edits are made on the table's plain data and the 
 goes through the ordinary loader (so a mutant is a real table file, servable by
 ``agentfsm adapter``); expressions are edited as IR and printed back with ``to_source``.
 
-A mutant is *killed* when some vector fails against it. A survivor is checked for
-observational equivalence by a product exploration of original and mutant from their
-initial configurations: if no reachable pair answers any event differently (accepted,
-state, actions, vars), no test could tell them apart and it is *equivalent*; otherwise
-it *survived*, and the vectors have a gap.
+A mutant is *killed* when some vector fails against it. Every mutant is first checked
+for observational equivalence by a product exploration of original and mutant from
+their initial configurations: if no reachable pair answers any event differently
+(accepted, state, actions, vars), no test could tell them apart and it is *equivalent*
+(its vectors are not run: none could fail). A mutant neither equivalent nor killed
+*survived*, and the vectors have a gap.
+
+With ``vars=False`` every mutant plays an implementation that hides its variables (as
+most do: the protocol makes ``vars`` optional): its replies lose ``vars``, and the
+product exploration compares only accepted, state and actions. A counter bug must then
+show in what the implementation does later, which is what distinguishing suffixes test.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.yamlio import Document, load_document
 from agentfsm.verify.conform import Runner, format_observed
 from agentfsm.verify.explore import labels_of
-from agentfsm.verify.harness import FunctionTransport, ProcessTransport, Transport
+from agentfsm.verify.harness import FunctionTransport, ProcessTransport, Transport, WithoutVars
 from agentfsm.verify.vectorfile import Label, Vector, describe_config, describe_label
 
 Verdict = Literal["killed", "equivalent", "survived", "invalid"]
@@ -189,61 +195,88 @@ def table_source(table: Table) -> Document:
     return load_document(Path(table.file).read_bytes(), table.file)
 
 
-Observation = tuple[bool, str, tuple[str, ...], tuple[Value, ...]] | str
+Observation = tuple[bool, str, tuple[str, ...], tuple[Value, ...] | None] | str
 
 
-def _observe(table: Table, state: int, values: tuple[Value, ...], label: Label,
+def _observe(table: Table, state: int, values: tuple[Value, ...], label: Label, with_vars: bool = True,
              ) -> tuple[Observation, StepResult | None]:
     try:
         result = step(table, state, values, *label)
     except SemanticError as exc:
         return f"{exc.kind} error: {exc.message}", None
-    return (result.accepted, table.states[result.state].name, result.actions, result.vars), result
+    shown = result.vars if with_vars else None
+    return (result.accepted, table.states[result.state].name, result.actions, shown), result
 
 
 def _show(table: Table, seen: Observation) -> str:
     if isinstance(seen, str):
         return seen
     accepted, state, actions, values = seen
-    return format_observed(accepted, state, actions, table.vars_dict(values))
+    return format_observed(accepted, state, actions, None if values is None else table.vars_dict(values))
 
 
-def difference(original: Table, mutant: Table) -> str:
-    """How the two tables can be told apart from outside ("" if they cannot): a product exploration."""
+def difference(original: Table, mutant: Table, with_vars: bool = True) -> str:
+    """How the two tables can be told apart from outside ("" if they cannot): a product exploration.
+
+    Without vars only accepted, state and actions are compared, and the difference names
+    the whole event sequence that shows it (it may lie several steps past the fault).
+    """
     start = ((original.initial.index, original.initial_vars()), (mutant.initial.index, mutant.initial_vars()))
     if original.initial.name != mutant.initial.name:
         return "different initial state"
     labels = labels_of(original)
-    seen = {start}
+    parent: dict[Pair, tuple[Pair, Label] | None] = {start: None}
     queue = deque([start])
     while queue:
-        (s1, v1), (s2, v2) = queue.popleft()
+        pair = queue.popleft()
+        (s1, v1), (s2, v2) = pair
         for label in labels:
-            seen_one, r1 = _observe(original, s1, v1, label)
-            seen_two, r2 = _observe(mutant, s2, v2, label)
+            seen_one, r1 = _observe(original, s1, v1, label, with_vars)
+            seen_two, r2 = _observe(mutant, s2, v2, label, with_vars)
             if seen_one != seen_two:
-                return (f"{describe_label(original, label)} in {describe_config(original, s1, v1)}: table "
-                        f"{_show(original, seen_one)}; mutant {_show(mutant, seen_two)}")
+                path = _path(parent, pair)
+                after = f" after {', '.join(describe_label(original, x) for x in path)}" if path else ""
+                return (f"{describe_label(original, label)} in {describe_config(original, s1, v1)}{after}: "
+                        f"table {_show(original, seen_one)}; mutant {_show(mutant, seen_two)}")
             if r1 is not None and r2 is not None:
                 nxt = ((r1.state, r1.vars), (r2.state, r2.vars))
-                if nxt not in seen:
-                    seen.add(nxt)
+                if nxt not in parent:
+                    parent[nxt] = (pair, label)
                     queue.append(nxt)
     return ""
 
 
+Pair = tuple[tuple[int, tuple[Value, ...]], tuple[int, tuple[Value, ...]]]
+
+
+def _path(parent: dict[Pair, tuple[Pair, Label] | None], pair: Pair) -> list[Label]:
+    labels: list[Label] = []
+    link = parent[pair]
+    while link is not None:
+        pair, label = link
+        labels.append(label)
+        link = parent[pair]
+    labels.reverse()
+    return labels
+
+
 def judge(table: Table, source: Document, mutant: Mutant, vectors: Sequence[Vector],
-          connect: Connect) -> MutantResult:
+          connect: Connect, with_vars: bool = True) -> MutantResult:
     compiled = load_mutant(table, source, mutant)
     if compiled is None:
         return MutantResult(mutant.name, "invalid", "the loader rejects it")
-    report = Runner(table, lambda: connect(compiled, mutant.data)).run(vectors, stop_at_first_failure=True)
-    if not report.ok:
-        failing = next(r for r in report.results if r.status != "pass")
-        return MutantResult(mutant.name, "killed", failing.vector.id)
-    diff = difference(table, compiled)
+
+    def start() -> Transport:
+        transport = connect(compiled, mutant.data)
+        return transport if with_vars else WithoutVars(transport)
+
+    # Equivalence first: it is cheap, and no vector can fail against an equivalent mutant.
+    diff = difference(table, compiled, with_vars)
     if not diff:
         return MutantResult(mutant.name, "equivalent")
+    failing = Runner(table, start).first_failure(vectors)
+    if failing is not None:
+        return MutantResult(mutant.name, "killed", failing.vector.id)
     return MutantResult(mutant.name, "survived", diff)
 
 
@@ -265,22 +298,24 @@ def reference_process(workdir: Path, timeout: float) -> Connect:
 
 
 def run_mutants(table: Table, vectors: Sequence[Vector], connect: Connect = reference,
-                progress: Callable[[int], None] | None = None) -> list[MutantResult]:
+                progress: Callable[[int], None] | None = None, with_vars: bool = True) -> list[MutantResult]:
+    """Judge every mutant; ``with_vars=False`` hides the variables of every mutant's replies."""
     results = []
     source = table_source(table)
     for done, mutant in enumerate(mutants(table, source.data), start=1):
-        results.append(judge(table, source, mutant, vectors, connect))
+        results.append(judge(table, source, mutant, vectors, connect, with_vars))
         if progress is not None:
             progress(done)
     return results
 
 
-def summary(results: Sequence[MutantResult]) -> dict[str, Any]:
-    """The ``--json`` object: counts, the survivors, and the score (killed / non-equivalent)."""
+def summary(results: Sequence[MutantResult], with_vars: bool = True) -> dict[str, Any]:
+    """The ``--json`` object: counts, the survivors, the score (killed / non-equivalent), and whether vars were seen."""
     count = {v: sum(1 for r in results if r.verdict == v) for v in ("killed", "equivalent", "survived", "invalid")}
     valid = len(results) - count["invalid"]
     judged = valid - count["equivalent"]
     return {"mutants": valid, "killed": count["killed"], "equivalent": count["equivalent"],
             "survived": count["survived"],
             "survivors": [{"mutant": r.name, "difference": r.detail} for r in results if r.verdict == "survived"],
-            "invalid": count["invalid"], "score": round(count["killed"] / judged, 4) if judged else 1.0}
+            "invalid": count["invalid"], "score": round(count["killed"] / judged, 4) if judged else 1.0,
+            "vars": with_vars}

@@ -7,7 +7,11 @@
 - ``row-pairs``: every pair of rows that can fire one right after the other (in one step
   through a transient state, or in two consecutive steps), by a breadth-first search
   over (configuration, last row fired);
-- ``walks``: seeded random long walks, which exercise runs deeper than any shortest path.
+- ``walks``: seeded random long walks, which exercise runs deeper than any shortest path;
+- ``suffixes``: every (reachable configuration, event) pair again, now followed by each
+  sequence of the reached configuration's identification set (``distinguish``), so that
+  an implementation that hides its variables still shows a step that left them wrong.
+  The reset counts as a pair too (the initial configuration, no event).
 
 Breadth-first order makes the first vector found for an item a shortest one. A vector
 equal to an earlier one (same events) is not repeated: the earlier one gains the tag.
@@ -25,10 +29,11 @@ from typing import Any
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.verify.distinguish import universe
 from agentfsm.verify.explore import Exploration, explore, labels_of
 from agentfsm.verify.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
 
-SETS = ("rows", "events", "row-pairs", "walks")
+SETS = ("rows", "events", "row-pairs", "walks", "suffixes")
 DEFAULT_WALKS = 20
 DEFAULT_WALK_LENGTH = 60
 DEFAULT_SEED = 0
@@ -80,6 +85,8 @@ def generate(table: Table, sets: Iterable[str] = SETS, walks: int = DEFAULT_WALK
         info["row-pairs"] = _row_pairs(table, ex, out)
     if "walks" in chosen:
         info["walks"] = _walks(table, out, walks, seed, walk_length)
+    if "suffixes" in chosen:
+        info["suffixes"] = _suffixes(table, ex, out)
     vectors = out.vectors()
     for name, data in info.items():
         data["vectors"] = sum(1 for v in vectors if any(c.split(":", 1)[0] == _TAG[name] for c in v.covers))
@@ -88,7 +95,7 @@ def generate(table: Table, sets: Iterable[str] = SETS, walks: int = DEFAULT_WALK
     return Manifest(table.machine, info, len(vectors), options), vectors
 
 
-_TAG = {"rows": "row", "events": "event", "row-pairs": "rows", "walks": "walk"}
+_TAG = {"rows": "row", "events": "event", "row-pairs": "rows", "walks": "walk", "suffixes": "suffix"}
 
 
 def _rows_and_events(table: Table, ex: Exploration, out: _Collector, want_rows: bool,
@@ -188,3 +195,32 @@ def _walks(table: Table, out: _Collector, count: int, seed: int, length: int) ->
             out.add(f"walk-{w:0{width}d}", f"walk:{w}", walk)
     return {"items": count, "covered": count, "seed": seed, "length": length, "steps": total}
 
+
+
+def _suffixes(table: Table, ex: Exploration, out: _Collector) -> dict[str, Any]:
+    """Shortest path, event, then each identification sequence of where the event leads."""
+    u = universe(table, (ex.config(i) for i in range(ex.count)), ex.labels)
+    items: list[tuple[str, tuple[Label, ...]]] = []
+    suffixes: set[tuple[int, ...]] = set()
+
+    def check(cover: str, prefix: tuple[Label, ...], target: int) -> None:
+        for k, suffix in enumerate(u.identification(target), start=1):
+            suffixes.add(suffix)
+            items.append((f"{cover}#{k}", (*prefix, *(ex.labels[j] for j in suffix))))
+
+    initial = u.index[ex.config(0)]
+    check(f"suffix:{describe_config(table, *ex.config(0))}", (), initial)
+    for i in range(ex.count):
+        state, values = ex.config(i)
+        prefix, at = tuple(ex.path(i)), u.index[(state, values)]
+        config = describe_config(table, state, values)
+        for j, label in enumerate(ex.labels):
+            target = u.successors[at][j]
+            if target >= 0:
+                check(f"suffix:{config}/{describe_label(table, label)}", (*prefix, label), target)
+    pad = len(str(len(items)))
+    for number, (cover, labels) in enumerate(items, start=1):
+        out.add(f"suffix-{number:0{pad}d}", cover, labels)
+    return {"items": len(items), "covered": len(items), "suffixes": len(suffixes),
+            "longest": max(map(len, suffixes), default=0), "universe": len(u.configs),
+            "classes": len(set(u.final))}

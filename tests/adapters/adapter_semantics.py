@@ -16,7 +16,7 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
 
-FAULTS = ("retry-bound", "silent-text", "accept-everything")
+FAULTS = ("retry-bound", "silent-text", "accept-everything", "retry-kept", "retry-early")
 
 
 def planted(fault: str | None, table: Table, state: int, values: tuple[Value, ...], event: str,
@@ -29,11 +29,22 @@ def planted(fault: str | None, table: Table, state: int, values: tuple[Value, ..
         # The retry bound compared with > instead of >=: one retry too many.
         more = tuple(v + 1 if var.name == "retries" else v for var, v in zip(table.variables, values, strict=True))
         return replace(result, state=table.state_index["Error"], vars=more, actions=("WaitForInput",))
+    if fault == "retry-kept" and name == "CallingLlm" and event == "LlmCompleted":
+        # The retry counter is not reset by a successful response: it only shows in a later
+        # failure, which gives up too early (invisible in the step itself without vars).
+        return replace(result, vars=_with(table, result.vars, retries=retries))
+    if fault == "retry-early" and event == "UserInput" and result.accepted:
+        # The counter starts at 1: the retry bound is off by one.
+        return replace(result, vars=_with(table, result.vars, retries=1))
     if fault == "silent-text" and event == "TextDelta" and result.accepted:
         return replace(result, actions=())
     if fault == "accept-everything" and result.status == "rejected":
         return replace(result, accepted=True)
     return result
+
+
+def _with(table: Table, values: tuple[Value, ...], **changed: Value) -> tuple[Value, ...]:
+    return tuple(changed.get(var.name, v) for var, v in zip(table.variables, values, strict=True))
 
 
 def main(argv: list[str]) -> int:
