@@ -80,7 +80,8 @@ def _register_vectors(sub: Sub) -> None:
         "vectors", help="generate conformance test vectors from a table",
         description="Write deterministic JSON Lines test vectors: a manifest line, then one vector per line. "
                     "Coverage sets: every row, every (reachable configuration, event) pair including "
-                    "rejected ones, every pair of consecutive rows, and seeded random walks. "
+                    "rejected ones, every pair of consecutive rows, seeded random walks, and every pair again "
+                    "followed by suffixes that tell the configuration reached from its look-alikes. "
                     "See docs/conformance.md.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
@@ -209,9 +210,9 @@ def _register_mutants(sub: Sub) -> None:
     parser = sub.add_parser(
         "mutants", help="measure the vectors: run mutants of the table as implementations",
         description="Make mutants of the table (row dropped, target moved, guard negated, comparison bound off by "
-                    "one, action swapped or dropped, update dropped or changed, unhandled policy flipped), run "
-                    "each through the reference adapter against the original table's vectors, and check every "
-                    "survivor for observational equivalence by a product exploration. Exit 0 when no mutant "
+                    "one, action swapped or dropped, update dropped or changed, unhandled policy flipped), check "
+                    "each for observational equivalence by a product exploration, and run the others through "
+                    "the reference adapter against the original table's vectors. Exit 0 when no mutant "
                     "survives, 1 otherwise, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("--vectors", metavar="FILE", help="vectors to judge (default: generate them now)")

@@ -10,9 +10,25 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from agentfsm.verify.explore import Exploration
+
+Node = TypeVar("Node", bound=Hashable)
+Edge = TypeVar("Edge")
+
+
+def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> list[Edge]:
+    """The edges from a breadth-first search's root to ``node``, read back through ``parent``."""
+    edges: list[Edge] = []
+    link = parent[node]
+    while link is not None:
+        node, edge = link
+        edges.append(edge)
+        link = parent[node]
+    edges.reverse()
+    return edges
 
 
 def reverse_csr(ex: Exploration) -> tuple[array[int], array[int]]:

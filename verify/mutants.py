@@ -40,6 +40,7 @@ from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.yamlio import Document, load_document
 from agentfsm.verify.conform import Runner, format_observed
 from agentfsm.verify.explore import labels_of
+from agentfsm.verify.graph import path_back
 from agentfsm.verify.harness import FunctionTransport, ProcessTransport, Transport, WithoutVars
 from agentfsm.verify.vectorfile import Label, Vector, describe_config, describe_label
 
@@ -215,6 +216,9 @@ def _show(table: Table, seen: Observation) -> str:
     return format_observed(accepted, state, actions, None if values is None else table.vars_dict(values))
 
 
+Pair = tuple[tuple[int, tuple[Value, ...]], tuple[int, tuple[Value, ...]]]
+
+
 def difference(original: Table, mutant: Table, with_vars: bool = True) -> str:
     """How the two tables can be told apart from outside ("" if they cannot): a product exploration.
 
@@ -234,7 +238,7 @@ def difference(original: Table, mutant: Table, with_vars: bool = True) -> str:
             seen_one, r1 = _observe(original, s1, v1, label, with_vars)
             seen_two, r2 = _observe(mutant, s2, v2, label, with_vars)
             if seen_one != seen_two:
-                path = _path(parent, pair)
+                path = path_back(parent, pair)
                 after = f" after {', '.join(describe_label(original, x) for x in path)}" if path else ""
                 return (f"{describe_label(original, label)} in {describe_config(original, s1, v1)}{after}: "
                         f"table {_show(original, seen_one)}; mutant {_show(mutant, seen_two)}")
@@ -245,19 +249,6 @@ def difference(original: Table, mutant: Table, with_vars: bool = True) -> str:
                     queue.append(nxt)
     return ""
 
-
-Pair = tuple[tuple[int, tuple[Value, ...]], tuple[int, tuple[Value, ...]]]
-
-
-def _path(parent: dict[Pair, tuple[Pair, Label] | None], pair: Pair) -> list[Label]:
-    labels: list[Label] = []
-    link = parent[pair]
-    while link is not None:
-        pair, label = link
-        labels.append(label)
-        link = parent[pair]
-    labels.reverse()
-    return labels
 
 
 def judge(table: Table, source: Document, mutant: Mutant, vectors: Sequence[Vector],

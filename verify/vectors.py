@@ -31,6 +31,7 @@ from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.verify.distinguish import universe
 from agentfsm.verify.explore import Exploration, explore, labels_of
+from agentfsm.verify.graph import path_back
 from agentfsm.verify.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
 
 SETS = ("rows", "events", "row-pairs", "walks", "suffixes")
@@ -138,16 +139,6 @@ def _row_pairs(table: Table, ex: Exploration, out: _Collector) -> dict[str, Any]
     queue = deque([(0, 0)])
     found: dict[tuple[int, int], tuple[Label, ...]] = {}
 
-    def path_to(node: tuple[int, int]) -> list[Label]:
-        labels: list[Label] = []
-        link = parent[node]
-        while link is not None:
-            node, label = link
-            labels.append(label)
-            link = parent[node]
-        labels.reverse()
-        return labels
-
     while queue:
         node = queue.popleft()
         i, last = node
@@ -159,7 +150,7 @@ def _row_pairs(table: Table, ex: Exploration, out: _Collector) -> dict[str, Any]
             fired = [last, *(r.index for r in result.rows)] if result.rows else []
             for pair in itertools.pairwise(fired):
                 if pair[0] and pair not in found:
-                    found[pair] = (*path_to(node), label)
+                    found[pair] = (*path_back(parent, node), label)
             target = ex.index_of(result.state, result.vars)
             nxt = (target if target is not None else i, result.rows[-1].index if result.rows else 0)
             if nxt not in parent:
