@@ -157,6 +157,11 @@ class Delivery:
     seq: int = 0
 
 
+def table_approvals(table: Table) -> dict[str, float | None]:
+    """The actions the table marks as asking for approval (``approval:``), with their lifetimes."""
+    return {a.name: a.approval_lifetime for a in table.actions if a.approval}
+
+
 @dataclass(frozen=True)
 class Extra:
     """What a driver adds to an event besides the table's parameters (see ``deliver``)."""
@@ -169,7 +174,8 @@ class Extra:
 @dataclass
 class Options:
     """``approvals`` maps each action that asks the user for approval to its lifetime in seconds
-    (None: never expires); ``snapshot_every`` writes a snapshot every N records (0: never)."""
+    (None: never expires), beside (and over) the actions the table marks ``approval:``;
+    ``snapshot_every`` writes a snapshot every N records (0: never)."""
 
     approvals: Mapping[str, float | None] = field(default_factory=dict)
     snapshot_every: int = 0
@@ -194,6 +200,7 @@ class DurableRun:
         self.options = options or Options()
         self.last_snapshot = last_snapshot
         self.performer: Performer | None = None
+        self.approvals = {**table_approvals(table), **self.options.approvals}
         self.handed: set[str] = set()  # keys handed to the performer and not yet started
 
     # -- opening -------------------------------------------------------------------------
@@ -343,8 +350,8 @@ class DurableRun:
             key = f"{self.run_id}/{seq}/{call_id}"
             if action.effect == "external":
                 effects += self._effects(key, name, call_id, action.idempotent, extra.calls.get(name))
-            if name in self.options.approvals:
-                lifetime = self.options.approvals[name]
+            if name in self.approvals:
+                lifetime = self.approvals[name]
                 approvals.append({"id": key, "action": name,
                                   "expires_at": None if lifetime is None else now + lifetime})
         reason = ("; ".join(f"row {r.index}: {r.label()}" for r in result.rows)

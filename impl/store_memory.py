@@ -10,7 +10,6 @@ so the crash checker can branch many crashes off one prefix.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -63,7 +62,8 @@ class MemoryStore:
     def clone(self) -> MemoryStore:
         """A store holding the same durable data, with fresh counters and no crash armed."""
         other = MemoryStore()
-        other._runs = copy.deepcopy(self._runs)
+        # stored records and snapshots are immutable: copying the lists copies the data
+        other._runs = {k: _Run(r.machine, list(r.records), list(r.snapshots)) for k, r in self._runs.items()}
         return other
 
     def arm(self, crash_at: int | None, tear: bool = False) -> None:

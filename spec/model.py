@@ -99,6 +99,8 @@ class Action:
     effect: Literal["internal", "external"] = "internal"
     idempotent: bool = True
     description: str = ""
+    approval: bool = False                  # asks the user; pending until the next accepted event
+    approval_lifetime: float | None = None  # seconds an approval stays valid (None: no limit)
 
 
 @dataclass(frozen=True)
