@@ -46,6 +46,19 @@ class _Run:
     machine: str
     records: list[StoredRecord] = field(default_factory=list)
     snapshots: list[StoredSnapshot] = field(default_factory=list)
+    checked: list[tuple[StoredRecord, Record]] = field(default_factory=list)  # verified once, by identity
+
+    def verified(self, run_id: str) -> list[Record]:
+        """Every record, verified from record 1. Stored records are immutable, so each stored object
+        is verified once; one that was replaced (torn, corrupted) is verified again."""
+        checked, records = self.checked, self.records
+        n = 0
+        while n < min(len(checked), len(records)) and checked[n][0] is records[n]:
+            n += 1
+        del checked[n:]
+        fresh = verify(run_id, checked[-1][1].checksum if checked else "", n + 1, records[n:])
+        checked.extend(zip(records[n:], fresh, strict=True))
+        return [record for _, record in checked]
 
 
 class MemoryStore:
@@ -63,7 +76,8 @@ class MemoryStore:
         """A store holding the same durable data, with fresh counters and no crash armed."""
         other = MemoryStore()
         # stored records and snapshots are immutable: copying the lists copies the data
-        other._runs = {k: _Run(r.machine, list(r.records), list(r.snapshots)) for k, r in self._runs.items()}
+        other._runs = {k: _Run(r.machine, list(r.records), list(r.snapshots), list(r.checked))
+                       for k, r in self._runs.items()}
         return other
 
     def arm(self, crash_at: int | None, tear: bool = False) -> None:
@@ -133,10 +147,10 @@ class MemoryStore:
             if snap is not None:
                 rest = [r for r in run.records if r.seq > snap.seq]
                 return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, rest)))
-        return Loaded(None, tuple(verify(run_id, "", 1, run.records)))
+        return Loaded(None, tuple(run.verified(run_id)))
 
     def records(self, run_id: str, after: int = 0) -> list[Record]:
-        return [r for r in verify(run_id, "", 1, self._run(run_id).records) if r.seq > after]
+        return [r for r in self._run(run_id).verified(run_id) if r.seq > after]
 
     def discard_tail(self, run_id: str, seq: int) -> None:
         run = self._run(run_id)
