@@ -14,9 +14,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agentfsm.impl.durable_driver import DurableLink
 from agentfsm.impl.journal import Store
@@ -25,19 +24,12 @@ from agentfsm.impl.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.store_memory import MemoryStore
 from agentfsm.impl.tools import Tool, Toolbox, builtin_tools
 from agentfsm.spec import Table
+from test_driver_loom import run
 
-T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = str(ROOT / "spec" / "loom-agent.yaml")
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 FAST = {"retry_base": 0.001, "retry_max": 0.01, "commit_hook": False}
-
-
-def run(coro: Awaitable[T]) -> T:
-    async def bounded() -> T:
-        async with asyncio.timeout(20):
-            return await coro
-    return asyncio.run(bounded())
 
 
 def agent_for(loom: Table, replies: list[list[ReplyStep]], workdir: Path,
