@@ -10,7 +10,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify crash test lint typecheck bench clean diagrams
+.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams
 
 setup: $(STAMP)
 
@@ -22,7 +22,11 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check diagrams crash
+verify: check explore diagrams crash
+
+# Exhaustive exploration and every named check of every bundled table.
+explore: setup
+	$(BIN)/agentfsm verify $(TABLES)
 
 # Pictures of every bundled table: diagrams/<machine>.svg and .mmd (checked fresh by the tests).
 diagrams: setup
@@ -42,9 +46,14 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/pytest
 
+# The exhaustive runs kept out of make test (mutation score of every bundled table, ...).
+test-slow: setup
+	$(BIN)/pytest -m slow
+
 bench: setup
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_durable.py
+	$(BIN)/python bench/explore_vs_spin.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -13,9 +14,10 @@ from agentfsm.impl import commands as impl_commands
 from agentfsm.impl import durable_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
-from agentfsm.verify import crash_commands
+from agentfsm.verify import conformance_commands, crash_commands
 
-PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, crash_commands, diagram_commands]
+PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, crash_commands,
+         conformance_commands, diagram_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (``agentfsm ... | head``): not an error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush stays quiet, and exit as a
+        # process killed by SIGPIPE would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 

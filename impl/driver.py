@@ -166,7 +166,7 @@ class Driver:
         self._waiters: list[tuple[asyncio.Future[None], Callable[[], bool]]] = []
         self._stopped = False
         self._halt = False
-        self.journal: Journal | None = None
+        self.durability: Journal | None = None
         table = self.table
         for kind, names, known in (("action", self.actions, table.action_index),
                                    ("event", self.on_event, table.event_index),
@@ -263,6 +263,10 @@ class Driver:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(entry)
 
+    def is_quiet(self) -> bool:
+        """No event waits for the engine and no activity runs."""
+        return (self._queue is None or self._queue.empty()) and not self._activities
+
     async def wait_idle(self) -> None:
         await self.wait_until(lambda: self.is_idle() and not self._activities)
 
@@ -295,10 +299,12 @@ class Driver:
             self._notify()
 
     def cancel(self, activity: Activity | None) -> None:
-        """Stop an activity and discard the events it queued and has not been stepped yet."""
-        if activity is None or activity.id not in self._activities:
+        """Stop an activity and discard the events it queued and has not been stepped yet (also once it ended)."""
+        if activity is None:
             return
         self._cancelled.add(activity.id)
+        if activity.id not in self._activities:
+            return
         self._activities.pop(activity.id, None)
         if activity.task is not None:
             activity.task.cancel()
@@ -315,6 +321,11 @@ class Driver:
     def on_interrupt(self) -> None:
         """Table-specific: bring the agent back to an idle state. The default cancels every activity."""
         self.cancel_all()
+
+    def on_shutdown(self) -> None:
+        """Table-specific: end the agent on shutdown. The default delivers ``shutdown_event``."""
+        if self.shutdown_event is not None and not self.engine.is_final:
+            self.apply(Envelope(self.shutdown_event))
 
     async def _run(self) -> None:
         assert self._queue is not None
@@ -333,13 +344,13 @@ class Driver:
         try:
             if control.kind == "interrupt":
                 self.on_interrupt()
-            elif self.shutdown_event is not None and not self.engine.is_final:
-                self.apply(Envelope(self.shutdown_event))
+            else:
+                self.on_shutdown()
         finally:
             if not control.done.done():
                 control.done.set_result(None)
         if control.kind == "shutdown":
-            if not self.engine.is_final:
+            if not self.is_done():
                 self.log.warning("%s: %s did not reach a final state on shutdown; stopping anyway",
                                  self.name, self.table.machine, extra={"agent": self.name})
             self._halt = True
@@ -371,10 +382,10 @@ class Driver:
         previous = self.engine.state
         seq = None
         try:
-            if self.journal is None:
+            if self.durability is None:
                 outcome = self.engine.step(envelope.event, **envelope.params)
             else:
-                stepped = self.journal.step(envelope)
+                stepped = self.durability.step(envelope)
                 if stepped is None:
                     return None
                 outcome, seq = stepped
@@ -396,15 +407,15 @@ class Driver:
         for action in outcome.actions:
             external = self.table.action_index[action].effect == "external"
             handler = self.actions.get(action)
-            if external and self.journal is not None:
+            if external and self.durability is not None:
                 continue  # performed as a journaled effect (flushed below)
             if handler is not None:
                 handler(context)
             elif external:
                 self.log.warning("%s: no handler for external action %s", self.name, action,
                                  extra={"agent": self.name, "action": action})
-        if self.journal is not None:
-            self.journal.flush()
+        if self.durability is not None:
+            self.durability.flush()
         return outcome
 
     def halt(self) -> None:

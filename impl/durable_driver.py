@@ -85,7 +85,7 @@ class DurableLink:
         self._due: list[tuple[Effect, bool]] = []
         self._fed: set[str] = set()  # settled outcomes already fed back (their event may still be queued)
         run.performer = lambda effect, retry: self._due.append((effect, retry))
-        driver.journal = self
+        driver.durability = self
 
     # -- opening -------------------------------------------------------------------------
 

@@ -110,6 +110,19 @@ class ResponseBuilder:
         return LlmResponse(self.partial_text(), tuple(calls), finish_reason)
 
 
+async def complete(client: LlmClient, request: LlmRequest, builder: ResponseBuilder) -> LlmResponse:
+    """Stream a whole reply into ``builder`` (the caller keeps it: an interrupt keeps its partial text).
+
+    A transport failure (``OSError``, ``ValueError``) is raised as an ``LlmError``.
+    """
+    try:
+        async for chunk in client.stream(request):
+            builder.add(chunk)
+        return builder.response()
+    except (OSError, ValueError) as exc:
+        raise LlmError(f"{type(exc).__name__}: {exc}") from exc
+
+
 # -- the scripted client ---------------------------------------------------------------
 
 

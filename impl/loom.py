@@ -193,7 +193,7 @@ class LoomAgent(Driver):
         return None if pending is None else Report(pending.key, outcome, result, via)
 
     def _begin(self, pending: Pending | None) -> bool:
-        return pending is None or self.journal is None or self.journal.begin(pending.key, pending.retry)
+        return pending is None or self.durability is None or self.durability.begin(pending.key, pending.retry)
 
     def _send_llm_request(self, ctx: ActionContext) -> None:
         self._request_llm(None)

@@ -65,6 +65,12 @@ def load_table(path: str | Path, overrides: Mapping[str, ex.Value] | None = None
 def load_table_bytes(raw: bytes, file: str, overrides: Mapping[str, ex.Value] | None = None) -> Table:
     doc = load_document(raw, file)
     validate_schema(doc)
+    return compile_document(doc, file, overrides)
+
+
+def compile_document(doc: Document, file: str, overrides: Mapping[str, ex.Value] | None = None) -> Table:
+    """Compile a document that already passed the schema (tools that edit tables in memory
+    use this to skip re-reading YAML); raise TableError on any semantic problem."""
     return _Builder(doc, file, dict(overrides or {})).build()
 
 

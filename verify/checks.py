@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentfsm.spec import Property, Table
+from agentfsm.spec.expr import Value
 from agentfsm.verify import graph
-from agentfsm.verify.explore import Exploration, StepError
+from agentfsm.verify.explore import Exploration, StepError, var_slots
 from agentfsm.verify.trace import Trace, describe_config, describe_label
 
 KINDS = ("determinism", "bounds", "invariant", "deadlock", "transient", "unreachable-state", "dead-row",
@@ -109,13 +110,26 @@ def _first(ex: Exploration, bad: Callable[[int], bool]) -> int | None:
 def _invariant(ex: Exploration, k: int) -> CheckResult:
     table = ex.table
     inv = table.invariants[k]
-    fn, decode, smask = inv.fn, ex.packing.decode, ex.packing.state_mask
-    bad = _first(ex, lambda i: not fn((ex.codes[i] & smask, *decode(ex.codes[i]))))
+    bad = _first_violation(ex, inv.fn, var_slots(inv.expr))
     if bad is None:
         return CheckResult("invariant", inv.name, True, f"{inv.text} holds in all {ex.count} configurations")
     where = describe_config(table, *ex.config(bad))
     return CheckResult("invariant", inv.name, False, f"{inv.text} is false in {where}",
                        Trace.of(table, ex.path(bad), inv.name, "invariant"))
+
+
+def _first_violation(ex: Exploration, fn: Callable[[tuple[Value, ...]], object], slots: set[int]) -> int | None:
+    """The first configuration where ``fn`` is false, evaluated once per distinct value of
+    the fields it reads (the state and ``slots``), as the explorer memoises steps."""
+    packing = ex.packing
+    mask = packing.state_mask
+    for slot in slots:
+        mask |= packing.field(slot)
+    smask, decode = packing.state_mask, packing.decode
+    bad = {key for key in {code & mask for code in ex.codes} if not fn((key & smask, *decode(key)))}
+    if not bad:
+        return None
+    return next(i for i, code in enumerate(ex.codes) if code & mask in bad)
 
 
 def _deadlock(ex: Exploration) -> CheckResult:

@@ -1,0 +1,94 @@
+"""Auditing recorded logs: a faithful log passes, the first divergent step is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.spec import Table
+from agentfsm.verify.audit import LogError, audit, read_log
+from agentfsm.verify.vectorfile import to_json
+from agentfsm.verify.vectors import generate
+from conformance_helpers import LOOM
+
+from agentfsm.cli import main
+
+
+def log_of(table: Table, walks: int = 3) -> list[dict[str, Any]]:
+    """A production-like log: several runs, each a walk, separated by resets."""
+    lines: list[dict[str, Any]] = []
+    for vector in generate(table, sets=["walks"], walks=walks, walk_length=30)[1]:
+        lines.append({"reset": True})
+        for s in to_json(vector)["steps"]:
+            lines.append({"event": s["event"], "params": s["params"], **s["expect"]})
+    return lines[1:]
+
+
+def write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_faithful_log_follows_the_table(loom: Table, tmp_path: Path) -> None:
+    path = write(tmp_path / "log.jsonl", log_of(loom))
+    result = audit(loom, read_log(path))
+    assert result.divergence is None and result.runs == 3 and result.steps == 90
+
+
+def test_minimal_records_without_accepted_or_vars(loom: Table, tmp_path: Path) -> None:
+    lines = [{k: v for k, v in line.items() if k not in ("accepted", "vars")} for line in log_of(loom)]
+    assert audit(loom, read_log(write(tmp_path / "log.jsonl", lines))).divergence is None
+
+
+def test_the_first_divergent_step_is_reported(loom: Table, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    lines = log_of(loom)
+    target = next(i for i, line in enumerate(lines) if line.get("actions") == ["SendLlmRequest"] and i > 40)
+    lines[target]["actions"] = ["SendLlmRequest", "SendLlmRequest"]
+    lines[-1]["state"] = "Nowhere"
+    path = write(tmp_path / "log.jsonl", lines)
+    result = audit(loom, read_log(path))
+    assert result.divergence is not None
+    assert result.divergence.record.line == target + 1
+    assert result.divergence.problems == ("actions: expected ['SendLlmRequest'], got "
+                                          "['SendLlmRequest', 'SendLlmRequest']",)
+    assert main(["audit", str(LOOM), str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:{target + 1}: step" in out
+    assert f"the log parts from the table at line {target + 1}" in out
+
+
+def test_unknown_events_and_bad_params_diverge(loom: Table, tmp_path: Path) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"event": "Explode", "state": "CallingLlm", "actions": []}, "event 'Explode' is not in table"),
+        ({"event": "LlmCompleted", "params": {"tool_calls": 9}, "state": "CallingLlm", "actions": []},
+         "parameter 'tool_calls' of LlmCompleted must be an integer in 0..2"),
+    ]
+    for record, problem in cases:
+        result = audit(loom, read_log(write(tmp_path / "log.jsonl", [record])))
+        assert result.divergence is not None and problem in result.divergence.problems[0]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{not json\n", ":1: error: not JSON"),
+    ('{"event": "UserInput"}\n', ":1: error: not a step record: 'state'"),
+    ('{"reset": true}\n{"event": "UserInput", "state": "CallingLlm", "actions": "x"}\n', ":2: error: not a step"),
+])
+def test_malformed_logs_are_bad_input(loom: Table, tmp_path: Path, text: str, message: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(text)
+    with pytest.raises(LogError, match=message):
+        audit(loom, read_log(path))
+    assert main(["audit", str(LOOM), str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_json_output(loom: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "log.jsonl", log_of(loom, walks=1))
+    assert main(["audit", str(LOOM), str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"machine": "loom-agent", "steps": 30, "runs": 1, "ok": True,
+                                                   "line": None, "problems": []}
+    assert main(["audit", str(LOOM), str(tmp_path / "missing.jsonl")]) == 2

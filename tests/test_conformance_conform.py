@@ -1,0 +1,158 @@
+"""Running vectors: the reference passes, each planted fault is caught by the right vector."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import pytest
+from agentfsm.spec import Table
+from agentfsm.verify.conform import Report, Runner, format_report, format_trace, row_coverage
+from agentfsm.verify.harness import FunctionTransport, ProcessTransport
+from agentfsm.verify.vectorfile import Vector, read_vectors
+from agentfsm.verify.vectors import generate
+from conformance_helpers import LOOM, ROOT, SemanticsHandler, semantics_adapter
+
+from agentfsm.cli import main
+
+
+@pytest.fixture(scope="module")
+def vectors(loom: Table) -> list[Vector]:
+    return generate(loom)[1]
+
+
+def run_process(table: Table, vectors: list[Vector], *extra: str) -> Report:
+    return Runner(table, lambda: ProcessTransport(semantics_adapter(*extra), 5.0)).run(vectors)
+
+
+def test_an_implementation_of_the_semantics_passes_every_vector(loom: Table, vectors: list[Vector]) -> None:
+    report = run_process(loom, vectors)
+    assert report.ok and report.count("pass") == len(vectors)
+
+
+def test_vars_are_optional(loom: Table, vectors: list[Vector]) -> None:
+    report = run_process(loom, vectors, "--no-vars")
+    assert report.ok
+
+
+@pytest.mark.parametrize(("fault", "cover", "step"), [
+    # Retrying once too often shows first on the shortest way to the retry bound.
+    ("retry-bound", "row:6", 8),
+    # A missing DisplayMessage shows on the shortest vector through row 2.
+    ("silent-text", "row:2", 2),
+    # Accepting an unhandled event shows on the first rejected pair of the initial state.
+    ("accept-everything", "event:WaitingForUserInput{retries=0,pending=0,mutated=false}/TextDelta", 1),
+])
+def test_each_planted_fault_is_named_by_its_shortest_vector(loom: Table, vectors: list[Vector], fault: str,
+                                                           cover: str, step: int) -> None:
+    report = run_process(loom, vectors, "--fault", fault)
+    shortest = report.shortest_failure()
+    assert shortest is not None
+    assert cover in shortest.vector.covers
+    assert shortest.failed_step == step
+    text = format_report(report)
+    assert text.startswith("shortest failing vector:\n" + shortest.vector.id)
+    assert "✗" in format_trace(shortest)
+
+
+def test_a_wrong_initial_state_fails_at_the_reset(loom: Table, vectors: list[Vector]) -> None:
+    def handle(request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "state": "CallingLlm"} if request["op"] == "reset" else {"ok": True}
+
+    report = Runner(loom, lambda: FunctionTransport(handle)).run(vectors[:1])
+    [result] = report.results
+    assert result.status == "fail" and result.failed_step == 0
+    assert result.message == "reset: state: expected WaitingForUserInput, got CallingLlm"
+
+
+def test_reported_vars_are_compared_one_by_one(loom: Table, vectors: list[Vector]) -> None:
+    def partial(request: dict[str, Any]) -> dict[str, Any]:
+        reply = base(request)
+        if "vars" in reply:
+            reply["vars"] = {"pending": reply["vars"]["pending"]}
+        return reply
+
+    def unknown(request: dict[str, Any]) -> dict[str, Any]:
+        reply = base(request)
+        reply["vars"] = {**reply.get("vars", {}), "budget": 1}
+        return reply
+
+    base = SemanticsHandler(loom)
+    assert Runner(loom, lambda: FunctionTransport(partial)).run(vectors).ok
+    report = Runner(loom, lambda: FunctionTransport(unknown)).run(vectors[:1])
+    assert "reports 'budget', which the table does not declare" in report.results[0].message
+
+
+def test_a_bool_is_not_an_int(loom: Table, vectors: list[Vector]) -> None:
+    base = SemanticsHandler(loom)
+
+    def numeric(request: dict[str, Any]) -> dict[str, Any]:
+        reply = base(request)
+        if "vars" in reply:
+            reply["vars"]["mutated"] = int(reply["vars"]["mutated"])
+        return reply
+
+    report = Runner(loom, lambda: FunctionTransport(numeric)).run(vectors[:1])
+    assert "vars.mutated: expected false, got 0" in report.results[0].message
+
+
+def test_junit_and_coverage_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    junit, coverage = tmp_path / "conform.xml", tmp_path / "coverage.json"
+    argv = ["conform", str(LOOM), "--adapter", " ".join(semantics_adapter("--fault", "silent-text")),
+            "--junit", str(junit), "--coverage-out", str(coverage), "--sets", "rows,events"]
+    assert main(argv) == 1
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert int(suite.get("failures", "0")) == len(failed) > 0
+    assert "loom-agent/row-02" in failed
+    data = json.loads(coverage.read_text())
+    assert data["machine"] == "loom-agent"
+    assert set(data["rows"]) == {str(i) for i in range(1, 16)}
+    assert data["rows"]["1"] > 0
+    assert "conform loom-agent:" in capsys.readouterr().out
+
+
+def test_coverage_counts_rows_in_agreed_steps(loom: Table, vectors: list[Vector]) -> None:
+    report = Runner(loom, lambda: FunctionTransport(SemanticsHandler(loom))).run(vectors)
+    counts = row_coverage(loom, report.results)
+    assert all(counts[str(row.index)] > 0 for row in loom.rows)
+
+
+def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vectors_file = tmp_path / "v.jsonl"
+    assert main(["vectors", str(LOOM), "-o", str(vectors_file), "--sets", "rows"]) == 0
+    adapter = " ".join(semantics_adapter())
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--vectors", str(vectors_file)]) == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "machine": "loom-agent", "steps": [}\n')
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--vectors", str(bad)]) == 2
+    assert f"{bad}:1: error: not JSON" in capsys.readouterr().err
+    other = tmp_path / "other.jsonl"
+    other.write_text(vectors_file.read_text().replace('"machine":"loom-agent"', '"machine":"other"'))
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--vectors", str(other)]) == 2
+    assert "for machine 'other'" in capsys.readouterr().err
+    assert main(["conform", str(LOOM), "--adapter", "node 'unterminated"]) == 2
+
+
+def test_not_implemented_fails_unless_allowed(capsys: pytest.CaptureFixture[str]) -> None:
+    adapter = f"{semantics_adapter()[0]} {ROOT}/tests/adapters/adapter_broken.py unsupported"
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows"]) == 1
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows", "--allow-not-implemented"]) == 0
+    assert "14 not implemented" in capsys.readouterr().out
+
+
+def test_the_command_line_end_to_end(tmp_path: Path) -> None:
+    vectors_file = tmp_path / "loom.jsonl"
+    exe = str(ROOT / ".venv" / "bin" / "agentfsm")
+    subprocess.run([exe, "vectors", str(LOOM), "-o", str(vectors_file)], check=True, capture_output=True)
+    manifest, vectors = read_vectors(vectors_file)
+    assert manifest is not None and manifest.vectors == len(vectors)
+    done = subprocess.run([exe, "conform", str(LOOM), "--vectors", str(vectors_file), "--adapter",
+                           " ".join(semantics_adapter("--fault", "retry-bound"))], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "shortest failing vector:\nloom-agent/row-06" in done.stdout

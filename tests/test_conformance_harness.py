@@ -1,0 +1,149 @@
+"""The adapter transport: a misbehaving implementation is a clear failure, never a hang."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from agentfsm.spec import Table
+from agentfsm.verify.conform import Runner
+from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session, Unsupported, split_command
+from agentfsm.verify.vectorfile import Vector
+from agentfsm.verify.vectors import generate
+from conformance_helpers import broken_adapter, semantics_adapter
+
+TIMEOUT = 0.5
+
+
+@pytest.fixture(scope="module")
+def vectors(loom: Table) -> list[Vector]:
+    return generate(loom, sets=["rows"])[1]
+
+
+def first_event(argv: list[str]) -> AdapterFailure:
+    transport = ProcessTransport(argv, TIMEOUT)
+    session = Session(transport)
+    try:
+        session.reset("loom-agent")
+        session.event("UserInput", {})
+        session.event("TextDelta", {})
+    except AdapterFailure as exc:
+        return exc
+    finally:
+        transport.close()
+    raise AssertionError("the adapter's fault went unnoticed")
+
+
+@pytest.mark.parametrize(("mode", "kind", "text"), [
+    ("hang", "timeout", "no reply to 'event' within 0.5 s"),
+    ("crash", "exited", "exit status 3"),
+    ("garbage", "garbled", "not JSON: '<html>502 Bad Gateway</html>'"),
+    ("no-ok", "garbled", "no boolean 'ok'"),
+    ("exit-at-start", "exited", "exit status 4"),
+])
+def test_each_protocol_fault_is_named(mode: str, kind: str, text: str) -> None:
+    failure = first_event(broken_adapter(mode))
+    assert failure.kind == kind
+    assert text in failure.message
+
+
+def test_a_crash_reports_the_adapters_stderr() -> None:
+    failure = first_event(broken_adapter("crash"))
+    assert "panic: index out of range in step()" in failure.stderr
+    assert "panic: index out of range" in failure.describe()
+
+
+def test_replies_out_of_order_are_caught(loom: Table, vectors: list[Vector]) -> None:
+    # The adapter answers each event twice. The extra reply is found waiting after the
+    # reply that failed, or before the next request, or is taken for the reset's reply
+    # and fails its shape check: whichever the timing, a protocol failure is reported.
+    report = Runner(loom, lambda: ProcessTransport(broken_adapter("twice"), TIMEOUT)).run(vectors)
+    first = next(r for r in report.results if r.status == "fail")
+    assert first.failure.startswith("protocol:")
+    assert "out of order" in first.failure
+
+
+def test_an_event_shaped_reply_to_reset_is_caught() -> None:
+    failure = first_event(broken_adapter("late"))
+    assert failure.kind == "protocol" and "reset" in failure.message
+
+
+def test_a_timeout_kills_the_whole_process_group() -> None:
+    transport = ProcessTransport(broken_adapter("hang-child"), TIMEOUT)
+    session = Session(transport)
+    session.reset("loom-agent")
+    with pytest.raises(AdapterFailure) as caught:
+        session.event("UserInput", {})
+    assert caught.value.kind == "timeout"
+    child = int(caught.value.stderr.split("child ")[1].split()[0])
+    assert gone(child)
+
+
+def gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie waiting for a reaper (SIGKILL is asynchronous)."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_missing_program_is_a_start_failure() -> None:
+    with pytest.raises(AdapterFailure) as caught:
+        ProcessTransport(["/nonexistent/adapter"], TIMEOUT)
+    assert caught.value.kind == "start"
+
+
+def test_unsupported_requests_are_reported_not_failed() -> None:
+    transport = ProcessTransport(broken_adapter("unsupported"), TIMEOUT)
+    try:
+        session = Session(transport)
+        session.reset("loom-agent")
+        reply = session.event("UserInput", {})
+    finally:
+        transport.close()
+    assert reply == Unsupported("event UserInput is not supported")
+
+
+def test_commands_are_split_without_a_shell_unless_asked() -> None:
+    assert split_command("node 'my adapter.mjs' --x") == ["node", "my adapter.mjs", "--x"]
+    assert split_command("a | b", shell=True) == ["/bin/sh", "-c", "a | b"]
+    with pytest.raises(ValueError, match="cannot split"):
+        split_command("node 'unterminated")
+    with pytest.raises(ValueError, match="empty"):
+        split_command("   ")
+
+
+@pytest.mark.parametrize("mode", ["hang", "crash", "garbage", "twice"])
+def test_a_broken_adapter_ends_the_run_cleanly(loom: Table, vectors: list[Vector], mode: str) -> None:
+    report = Runner(loom, lambda: ProcessTransport(broken_adapter(mode), TIMEOUT)).run(vectors)
+    assert not report.ok
+    assert report.stopped.startswith("stopped after the adapter failed 3 vectors in a row")
+    assert report.count("fail") == 3
+    assert report.count("not-run") == len(vectors) - report.count("fail") - report.count("pass")
+
+
+def test_the_runner_restarts_a_crashed_adapter_and_moves_on(loom: Table, vectors: list[Vector]) -> None:
+    starts: list[list[str]] = []
+
+    def connect() -> ProcessTransport:
+        # The first process crashes; every later one is a correct implementation.
+        argv = broken_adapter("crash") if not starts else semantics_adapter()
+        starts.append(argv)
+        return ProcessTransport(argv, 5.0)
+
+    report = Runner(loom, connect).run(vectors)
+    assert [r.status for r in report.results] == ["fail"] + ["pass"] * (len(vectors) - 1)
+    assert len(starts) == 2
+
+
+def test_the_harness_is_not_fooled_by_a_shell_metacharacter(tmp_path: object) -> None:
+    # Without --shell, ';' is an argument, not a command separator.
+    argv = split_command(f"{sys.executable} -c 'import sys; print(sys.argv[1:])' ; touch /tmp/x")
+    assert argv[3:] == [";", "touch", "/tmp/x"]

@@ -1,0 +1,105 @@
+"""The kit measures itself: every mutant of the Loom table is killed or proved equivalent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.spec import Table, load_table
+from agentfsm.spec.expr import Binary, Lit, Ref, to_source
+from agentfsm.verify import mutants as mutation
+from agentfsm.verify.conform import Runner
+from agentfsm.verify.vectors import generate
+from conformance_helpers import LOOM
+from conftest import TABLES
+
+from agentfsm.cli import main
+
+
+@pytest.fixture(scope="module")
+def results(loom: Table) -> list[mutation.MutantResult]:
+    return mutation.run_mutants(loom, generate(loom)[1])
+
+
+def test_no_mutant_of_the_loom_table_survives(results: list[mutation.MutantResult]) -> None:
+    summary = mutation.summary(results)
+    assert summary["survived"] == 0, summary["survivors"]
+    assert summary["killed"] > 150 and summary["invalid"] == 0
+
+
+def test_every_kind_of_mutant_is_made(results: list[mutation.MutantResult]) -> None:
+    names = " | ".join(r.name for r in results)
+    for kind in ("dropped", "target", "guard negated", "bound off by one", "action", "update of",
+                 "update pending = ", "unhandled: policy reject -> ignore", "unhandled: action WaitForInput dropped"):
+        assert kind in names
+
+
+def test_equivalent_mutants_really_are(loom: Table, results: list[mutation.MutantResult]) -> None:
+    # Row 1 resets retries, which is already 0 whenever the agent waits for input: the
+    # product exploration finds no difference, so the mutant is equivalent, not a gap.
+    equivalent = {r.name for r in results if r.verdict == "equivalent"}
+    assert "row 1: update of retries dropped" in equivalent
+
+
+def test_a_weak_vector_set_lets_mutants_survive_and_names_the_difference(loom: Table) -> None:
+    only_rows = generate(loom, sets=["rows"])[1]
+    results = mutation.run_mutants(loom, only_rows)
+    survivors = [r for r in results if r.verdict == "survived"]
+    assert survivors
+    flipped = next(r for r in survivors if r.name == "unhandled: policy reject -> ignore")
+    assert flipped.detail == ("TextDelta in WaitingForUserInput{retries=0,pending=0,mutated=false}: table rejected -> "
+                              "WaitingForUserInput [WaitForInput] {retries=0, pending=0, mutated=false}; mutant "
+                              "accepted -> WaitingForUserInput [WaitForInput] {retries=0, pending=0, mutated=false}")
+
+
+def test_off_by_one_moves_each_comparison_bound() -> None:
+    guard = Binary("and", Binary("==", Ref("pending", "var", "int", 2), Lit(1)), Ref("m", "param", "bool", 4))
+    assert [to_source(e) for e in mutation.off_by_one(guard)] == ["pending == 1 + 1 and m", "pending == 1 - 1 and m"]
+    boolean = Binary("==", Ref("m", "param", "bool", 4), Lit(True))
+    assert list(mutation.off_by_one(boolean)) == []
+
+
+def test_a_mutant_that_breaks_the_table_is_invalid_not_counted(loom: Table) -> None:
+    source = mutation.table_source(loom)
+    data: dict[str, Any] = json.loads(json.dumps(source.data))
+    data["transitions"] = [t for t in data["transitions"] if t["from"] != "ProcessingLlmResponse"]
+    broken = mutation.Mutant("transient rows dropped", data)
+    assert mutation.judge(loom, source, broken, [], mutation.reference).verdict == "invalid"
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", str(LOOM), "--json", "--sets", "rows,events"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"mutants", "killed", "equivalent", "survived", "survivors"} <= set(data)
+    assert data["mutants"] == data["killed"] + data["equivalent"] and data["survivors"] == []
+
+
+def test_real_adapter_processes_give_the_same_verdicts(loom: Table, results: list[mutation.MutantResult],
+                                                       tmp_path: Path) -> None:
+    vectors = generate(loom)[1]
+    source = mutation.table_source(loom)
+    connect = mutation.reference_process(tmp_path, 10.0)
+    sample = list(itertools.islice(mutation.mutants(loom, source.data), 0, None, 20))
+    assert len(sample) >= 8
+    by_name = {r.name: r for r in results}
+    verdicts = [mutation.judge(loom, source, mutant, vectors, connect) for mutant in sample]
+    assert verdicts == [by_name[mutant.name] for mutant in sample]
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_the_reference_adapter_passes_every_bundled_tables_vectors(path: Path) -> None:
+    table = load_table(path)
+    vectors = generate(table)[1]
+    report = Runner(table, lambda: mutation.reference(table, {})).run(vectors)
+    assert report.ok and report.count("pass") == len(vectors)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_no_mutant_of_any_bundled_table_survives(path: Path) -> None:
+    table = load_table(path)
+    summary = mutation.summary(mutation.run_mutants(table, generate(table)[1]))
+    assert summary["survived"] == 0, summary["survivors"]

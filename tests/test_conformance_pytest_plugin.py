@@ -1,0 +1,40 @@
+"""The pytest entry point, used the way a Python implementation's own suite would use it."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+from agentfsm.spec import Table
+from agentfsm.verify.pytest_plugin import assert_conforms, conformance_vectors
+from agentfsm.verify.vectorfile import Vector
+from agentfsm.verify.vectors import generate
+from conformance_helpers import LOOM, ROOT, SemanticsHandler
+
+
+@conformance_vectors(LOOM, sets=["rows", "row-pairs"])
+def test_an_in_process_implementation(table: Table, vector: Vector) -> None:
+    assert_conforms(table, vector, SemanticsHandler(table))
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+@conformance_vectors(LOOM, sets=["rows"])
+def test_an_adapter_process(table: Table, vector: Vector) -> None:
+    assert_conforms(table, vector, f"node {ROOT / 'examples' / 'conformance' / 'adapter.mjs'}")
+
+
+def test_a_failure_shows_the_trace(loom: Table) -> None:
+    base = SemanticsHandler(loom)
+
+    def wrong(request: dict[str, Any]) -> dict[str, Any]:
+        reply = base(request)
+        if reply.get("actions") == ["DisplayMessage"]:
+            reply["actions"] = []
+        return reply
+
+    vector = next(v for v in generate(loom, sets=["rows"])[1] if "row:2" in v.covers)
+    with pytest.raises(pytest.fail.Exception) as caught:
+        assert_conforms(loom, vector, wrong)
+    assert "actions: expected ['DisplayMessage'], got []" in str(caught.value)
+    assert "loom-agent/row-02" in str(caught.value)

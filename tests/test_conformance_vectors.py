@@ -1,0 +1,171 @@
+"""Vector generation: complete coverage sets, shortest prefixes, deterministic output."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections import deque
+from pathlib import Path
+
+import pytest
+from agentfsm.spec import Table
+from agentfsm.spec.expr import Value
+from agentfsm.spec.semantics import step
+from agentfsm.verify.explore import labels_of
+from agentfsm.verify.vectorfile import (
+    Label,
+    Manifest,
+    Step,
+    Vector,
+    VectorError,
+    expected_run,
+    read_vectors,
+    vector_labels,
+    write_vectors,
+)
+from agentfsm.verify.vectors import generate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+Config = tuple[int, tuple[Value, ...]]
+
+
+@pytest.fixture(scope="module")
+def generated(loom: Table) -> tuple[Manifest, list[Vector]]:
+    return generate(loom)
+
+
+def depths(table: Table) -> dict[Config, int]:
+    """Breadth-first depth of every reachable configuration, straight from ``step``."""
+    start = (table.initial.index, table.initial_vars())
+    seen = {start: 0}
+    queue = deque([start])
+    while queue:
+        config = queue.popleft()
+        for label in labels_of(table):
+            result = step(table, *config, *label)
+            nxt = (result.state, result.vars)
+            if nxt not in seen:
+                seen[nxt] = seen[config] + 1
+                queue.append(nxt)
+    return seen
+
+
+def tagged(vectors: list[Vector], prefix: str) -> dict[str, Vector]:
+    return {c: v for v in vectors for c in v.covers if c.startswith(prefix)}
+
+
+def test_every_row_has_a_shortest_vector(loom: Table, generated: tuple[Manifest, list[Vector]]) -> None:
+    manifest, vectors = generated
+    by_row = tagged(vectors, "row:")
+    assert set(by_row) == {f"row:{r.index}" for r in loom.rows}
+    assert manifest.sets["rows"]["uncovered"] == []
+    shortest: dict[int, int] = {}
+    for (state, values), depth in depths(loom).items():
+        for label in labels_of(loom):
+            for row in step(loom, state, values, *label).rows:
+                shortest[row.index] = min(shortest.get(row.index, depth + 1), depth + 1)
+    for row in loom.rows:
+        vector = by_row[f"row:{row.index}"]
+        labels = vector_labels(loom, vector)
+        *_, (_, fired) = expected_run(loom, labels)
+        assert row in fired
+        assert len(vector.steps) == shortest[row.index]
+
+
+def test_every_configuration_meets_every_event(loom: Table, generated: tuple[Manifest, list[Vector]]) -> None:
+    manifest, vectors = generated
+    configs = depths(loom)
+    by_pair = tagged(vectors, "event:")
+    assert len(by_pair) == len(configs) * len(labels_of(loom)) == manifest.sets["events"]["covered"]
+    rejected = 0
+    for vector in by_pair.values():
+        labels = vector_labels(loom, vector)
+        state, values = loom.initial.index, loom.initial_vars()
+        for label in labels[:-1]:
+            result = step(loom, state, values, *label)
+            state, values = result.state, result.vars
+        assert len(labels) == configs[(state, values)] + 1
+        rejected += not vector.steps[-1].expect.accepted
+    assert rejected > 0
+
+
+def pairs_in(table: Table, labels: list[Label]) -> set[tuple[int, int]]:
+    found, last = set(), 0
+    for _, rows in expected_run(table, labels):
+        fired = [last, *(r.index for r in rows)] if rows else []
+        found |= {p for p in itertools.pairwise(fired) if p[0]}
+        last = rows[-1].index if rows else 0
+    return found
+
+
+def test_each_row_pair_vector_ends_with_its_pair(loom: Table, generated: tuple[Manifest, list[Vector]]) -> None:
+    _, vectors = generated
+    for cover, vector in tagged(vectors, "rows:").items():
+        a, b = (int(x) for x in cover[len("rows:"):].split(">"))
+        labels = vector_labels(loom, vector)
+        assert (a, b) in pairs_in(loom, labels)
+        assert (a, b) not in pairs_in(loom, labels[:-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=10_000), max_size=40))
+def test_no_consecutive_rows_escape_the_row_pair_set(loom: Table, picks: list[int]) -> None:
+    labels = labels_of(loom)
+    walk = [labels[p % len(labels)] for p in picks]
+    _, vectors = generate(loom, sets=["row-pairs"])
+    covered = {tuple(int(x) for x in c[len("rows:"):].split(">")) for v in vectors for c in v.covers}
+    assert pairs_in(loom, walk) <= covered
+
+
+def test_walks_are_seeded(loom: Table) -> None:
+    one = generate(loom, sets=["walks"], walks=5, seed=1)[1]
+    assert one == generate(loom, sets=["walks"], walks=5, seed=1)[1]
+    assert one != generate(loom, sets=["walks"], walks=5, seed=2)[1]
+    assert len(one) == 5 and all(len(v.steps) == 60 or loom.state(v.steps[-1].expect.state).final for v in one)
+
+
+def test_output_is_deterministic_and_round_trips(loom: Table, tmp_path: Path) -> None:
+    texts = []
+    for _ in range(2):
+        out = io.StringIO()
+        write_vectors(out, *generate(loom))
+        texts.append(out.getvalue())
+    assert texts[0] == texts[1]
+    path = tmp_path / "v.jsonl"
+    path.write_text(texts[0])
+    manifest, vectors = read_vectors(path)
+    assert manifest is not None and manifest.vectors == len(vectors) == len(texts[0].splitlines()) - 1
+    assert vectors == generate(loom)[1]
+
+
+def test_identical_vectors_are_merged(generated: tuple[Manifest, list[Vector]]) -> None:
+    _, vectors = generated
+    sequences = [tuple((s.event, tuple(s.params.items())) for s in v.steps) for v in vectors]
+    assert len(set(sequences)) == len(sequences)
+    assert vectors[0].id == "loom-agent/row-01"
+    assert vectors[0].covers[0] == "row:1" and any(c.startswith("event:") for c in vectors[0].covers)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("[1, 2]", "a line must be a JSON object"),
+    ('{"id": "a", "machine": "m"}', "malformed vector: 'steps'"),
+    ('{"id": "a", "machine": "m", "steps": []}', "'steps' must be a non-empty list"),
+    ('{"id": "a", "machine": "m", "steps": [{"event": "E", "expect": {"accepted": 1, "state": "S"}}]}',
+     "boolean 'accepted'"),
+    ('{"id": "a", "machine": "m", "steps": [{"event": "E", "params": {"x": 1.5}, '
+     '"expect": {"accepted": true, "state": "S"}}]}', "'params' must be an object of integers"),
+])
+def test_malformed_vector_files_name_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "v.jsonl"
+    path.write_text('{"manifest": 1, "machine": "m"}\n\n' + line + "\n")
+    with pytest.raises(VectorError, match=f"{path}:3: error: .*{message}"):
+        read_vectors(path)
+
+
+def test_vectors_naming_unknown_events_are_refused(loom: Table) -> None:
+    vector = generate(loom, sets=["rows"])[1][0]
+    bad = Vector(vector.id, vector.machine, vector.covers,
+                 (Step("Nope", {}, vector.steps[0].expect),))
+    with pytest.raises(VectorError, match="event 'Nope' is not in table loom-agent"):
+        vector_labels(loom, bad)

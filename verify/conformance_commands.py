@@ -1,0 +1,278 @@
+"""``agentfsm vectors | conform | mutants | audit``: the conformance kit's commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TextIO, TypeAlias
+
+from agentfsm.spec.model import Table
+from agentfsm.verify import mutants as mutation
+from agentfsm.verify import vectors as gen
+from agentfsm.verify.audit import LogError, audit, format_audit, read_log
+from agentfsm.verify.conform import Runner, format_report, junit_xml, row_coverage
+from agentfsm.verify.harness import ProcessTransport, split_command
+from agentfsm.verify.vectorfile import Vector, VectorError, read_vectors, vector_labels, write_vectors
+
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
+
+Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def register(sub: Sub) -> None:
+    _register_vectors(sub)
+    _register_conform(sub)
+    _register_mutants(sub)
+    _register_audit(sub)
+
+
+def _one_table(args: argparse.Namespace) -> Table:
+    [table] = load_tables([args.table], args.overrides)
+    return table
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
+def _sets(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in gen.SETS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown coverage set {unknown[0] if unknown else text!r}; "
+                                         f"choose from {', '.join(gen.SETS)}")
+    return names
+
+
+def _add_generation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--walks", type=_count, default=gen.DEFAULT_WALKS, metavar="N",
+                        help=f"random walks to add (default {gen.DEFAULT_WALKS})")
+    parser.add_argument("--seed", type=int, default=gen.DEFAULT_SEED, metavar="S",
+                        help=f"seed of the random walks (default {gen.DEFAULT_SEED})")
+    parser.add_argument("--walk-length", type=_count, default=gen.DEFAULT_WALK_LENGTH, metavar="L",
+                        help=f"steps in each walk (default {gen.DEFAULT_WALK_LENGTH})")
+    parser.add_argument("--sets", type=_sets, default=list(gen.SETS), metavar="SET,...",
+                        help=f"coverage sets to generate (default all: {','.join(gen.SETS)})")
+
+
+def _register_vectors(sub: Sub) -> None:
+    parser = sub.add_parser(
+        "vectors", help="generate conformance test vectors from a table",
+        description="Write deterministic JSON Lines test vectors: a manifest line, then one vector per line. "
+                    "Coverage sets: every row, every (reachable configuration, event) pair including "
+                    "rejected ones, every pair of consecutive rows, and seeded random walks. "
+                    "See docs/conformance.md.")
+    parser.add_argument("table", metavar="TABLE")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    _add_generation_options(parser)
+    add_set_option(parser)
+    parser.set_defaults(func=run_vectors)
+
+
+def run_vectors(args: argparse.Namespace) -> int:
+    table = _one_table(args)
+    manifest, vectors = gen.generate(table, args.sets, args.walks, args.seed, args.walk_length)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                write_vectors(out, manifest, vectors)
+        except OSError as exc:
+            raise BadInput(f"cannot write {args.output}: {exc.strerror}") from None
+        sets = ", ".join(f"{name} {info['vectors']}" for name, info in manifest.sets.items())
+        print(f"{args.output}: {manifest.vectors} vectors for {table.machine} ({sets})", file=sys.stderr)
+    else:
+        write_vectors(sys.stdout, manifest, vectors)
+        sys.stdout.flush()
+    for name, info in manifest.sets.items():
+        if info.get("uncovered"):
+            print(f"warning: {name}: no vector reaches {info['uncovered']} (dead?)", file=sys.stderr)
+        if info.get("unspecified"):
+            print(f"warning: {name}: {info['unspecified']} steps break the table's own rules and have no "
+                  "expectation; run agentfsm verify", file=sys.stderr)
+    return EXIT_OK
+
+
+def _register_conform(sub: Sub) -> None:
+    parser = sub.add_parser(
+        "conform", help="run conformance vectors against an implementation's adapter",
+        description="Start the adapter COMMAND (split into words, no shell unless --shell), speak the adapter "
+                    "protocol of docs/conformance.md on its stdin/stdout, run every vector with a reset before "
+                    "each, and compare accepted, state, actions and reported vars. Prints the shortest failing "
+                    "vector step by step. Exit 0 when every vector passes, 1 otherwise, 2 on bad input.")
+    parser.add_argument("table", metavar="TABLE")
+    parser.add_argument("--adapter", required=True, metavar="COMMAND", help="the command that starts the adapter")
+    parser.add_argument("--shell", action="store_true", help="run COMMAND with /bin/sh -c")
+    parser.add_argument("--vectors", metavar="FILE", help="vectors to run (default: generate them now)")
+    parser.add_argument("--timeout", type=_positive, default=5.0, metavar="S",
+                        help="seconds to wait for each reply (default 5)")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--coverage-out", metavar="FILE",
+                        help="write {machine, rows: {row index: times fired}} for the diagram overlay")
+    parser.add_argument("--stop-at-first-failure", action="store_true", help="stop after the first failing vector")
+    parser.add_argument("--allow-not-implemented", action="store_true",
+                        help="vectors answered {\"ok\": false} do not fail the run")
+    _add_generation_options(parser)
+    add_set_option(parser)
+    parser.set_defaults(func=run_conform)
+
+
+def _load_vectors(args: argparse.Namespace, table: Table) -> list[Vector]:
+    if not args.vectors:
+        return gen.generate(table, args.sets, args.walks, args.seed, args.walk_length)[1]
+    try:
+        manifest, vectors = read_vectors(args.vectors)
+        for vector in vectors:
+            if vector.machine != table.machine:
+                raise VectorError(f"{args.vectors}: vector {vector.id} is for machine {vector.machine!r}, "
+                                  f"not {table.machine!r}")
+            vector_labels(table, vector)
+    except VectorError as exc:
+        raise BadInput(str(exc)) from None
+    if manifest is not None and manifest.machine and manifest.machine != table.machine:
+        raise BadInput(f"{args.vectors}: vectors are for machine {manifest.machine!r}, not {table.machine!r}")
+    if not vectors:
+        raise BadInput(f"{args.vectors}: no vectors")
+    return vectors
+
+
+def run_conform(args: argparse.Namespace) -> int:
+    table = _one_table(args)
+    vectors = _load_vectors(args, table)
+    try:
+        argv = split_command(args.adapter, args.shell)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    runner = Runner(table, lambda: ProcessTransport(argv, args.timeout))
+    report = runner.run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr))
+    print(format_report(report))
+    _write(args.junit, junit_xml(report))
+    if args.coverage_out:
+        coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
+        _write(args.coverage_out, (json.dumps(coverage, indent=1) + "\n").encode())
+    passed = report.ok or (args.allow_not_implemented and not report.stopped
+                           and all(r.status in ("pass", "not-implemented") for r in report.results))
+    return EXIT_OK if passed else EXIT_FAILED
+
+
+class Progress:
+    """A one-line progress count on a terminal, at most a few times a second."""
+
+    def __init__(self, total: int, stream: TextIO, what: str = "vectors") -> None:
+        self.total = total
+        self.what = what
+        self.stream = stream
+        self.shown = 0.0
+        self.enabled = stream.isatty()
+
+    def __call__(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.shown > 0.25 or done == self.total:
+            self.shown = now
+            end = "\n" if done == self.total else ""
+            of = f"/{self.total}" if self.total else ""
+            self.stream.write(f"\r{done}{of} {self.what}{end}")
+            self.stream.flush()
+
+
+def _write(path: str | None, data: bytes) -> None:
+    if not path:
+        return
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _register_mutants(sub: Sub) -> None:
+    parser = sub.add_parser(
+        "mutants", help="measure the vectors: run mutants of the table as implementations",
+        description="Make mutants of the table (row dropped, target moved, guard negated, comparison bound off by "
+                    "one, action swapped or dropped, update dropped or changed, unhandled policy flipped), run "
+                    "each through the reference adapter against the original table's vectors, and check every "
+                    "survivor for observational equivalence by a product exploration. Exit 0 when no mutant "
+                    "survives, 1 otherwise, 2 on bad input.")
+    parser.add_argument("table", metavar="TABLE")
+    parser.add_argument("--vectors", metavar="FILE", help="vectors to judge (default: generate them now)")
+    parser.add_argument("--json", action="store_true",
+                        help='print {"mutants", "killed", "equivalent", "survived", "survivors", ...}')
+    parser.add_argument("--processes", action="store_true",
+                        help="run each mutant as a real `agentfsm adapter` process (slower; default in-process)")
+    parser.add_argument("--timeout", type=_positive, default=10.0, metavar="S",
+                        help="seconds to wait for each reply with --processes (default 10)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every mutant with its verdict")
+    _add_generation_options(parser)
+    add_set_option(parser)
+    parser.set_defaults(func=run_mutants_command)
+
+
+def run_mutants_command(args: argparse.Namespace) -> int:
+    table = _one_table(args)
+    vectors = _load_vectors(args, table)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentfsm-mutants-") as workdir:
+        connect = mutation.reference_process(Path(workdir), args.timeout) if args.processes else mutation.reference
+        results = mutation.run_mutants(table, vectors, connect, Progress(0, sys.stderr, "mutants"))
+    seconds = time.monotonic() - start
+    data = mutation.summary(results)
+    if args.json:
+        print(json.dumps(data))
+    else:
+        for result in results:
+            if args.verbose or result.verdict == "survived":
+                detail = f" ({result.detail})" if result.detail else ""
+                print(f"{result.verdict:<10} {result.name}{detail}")
+        print(f"mutants {table.machine}: {data['mutants']} mutants against {len(vectors)} vectors: "
+              f"{data['killed']} killed, {data['equivalent']} equivalent, {data['survived']} survived; "
+              f"score {data['score']:.1%} ({seconds:.2f} s)")
+    return EXIT_OK if not data["survived"] else EXIT_FAILED
+
+
+def _register_audit(sub: Sub) -> None:
+    parser = sub.add_parser(
+        "audit", help="check a recorded JSON Lines log of steps against a table",
+        description="Observational conformance: replay a log of {event, params, state, actions[, accepted, vars]} "
+                    "steps ({\"reset\": true} starts a new run) through the table and report the first step where "
+                    "they part. Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
+    parser.add_argument("table", metavar="TABLE")
+    parser.add_argument("log", metavar="LOG")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_set_option(parser)
+    parser.set_defaults(func=run_audit)
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    table = _one_table(args)
+    try:
+        result = audit(table, read_log(args.log))
+    except LogError as exc:
+        raise BadInput(str(exc)) from None
+    if args.json:
+        d = result.divergence
+        print(json.dumps({"machine": table.machine, "steps": result.steps, "runs": result.runs,
+                          "ok": d is None, "line": d.record.line if d else None,
+                          "problems": list(d.problems) if d else []}))
+    else:
+        print(format_audit(table, args.log, result))
+    return EXIT_OK if result.divergence is None else EXIT_FAILED

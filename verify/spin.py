@@ -1,0 +1,69 @@
+"""Running Spin on an exported model: generate, compile, search, parse the counts.
+
+Used by the cross-check test and the benchmark. Spin is an external process: every run
+has a timeout, and a failure is reported as ``SpinError``, never a hang.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentfsm.spec import Table
+from agentfsm.verify.promela import export_promela
+
+
+class SpinError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class SpinRun:
+    states: int
+    errors: int
+    generate_s: float
+    compile_s: float
+    search_s: float
+    output: str
+
+    @property
+    def total_s(self) -> float:
+        return self.generate_s + self.compile_s + self.search_s
+
+
+def available() -> bool:
+    return shutil.which("spin") is not None and shutil.which("gcc") is not None
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float, check: bool = True) -> tuple[str, float]:
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise SpinError(f"{cmd[0]} timed out after {timeout:.0f}s") from None
+    elapsed = time.perf_counter() - start
+    if check and done.returncode != 0:
+        raise SpinError(f"{' '.join(cmd)} exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
+    return done.stdout, elapsed
+
+
+def run_spin(table: Table, workdir: Path, depth: int = 10_000_000, timeout: float = 600) -> SpinRun:
+    """Exhaustive safety search without reductions (``-DNOREDUCE``); the depth bound must
+    exceed the longest path, which for a counter is the counter's range."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "model.pml").write_text(export_promela(table), encoding="utf-8")
+    _, generate = _run(["spin", "-a", "model.pml"], workdir, timeout)
+    _, compile_s = _run(["gcc", "-O2", "-DSAFETY", "-DNOREDUCE", "-DMEMLIM=16000", "-o", "pan", "pan.c"],
+                        workdir, timeout)
+    out, search = _run(["./pan", f"-m{depth}", "-w24"], workdir, timeout, check=False)
+    states = re.search(r"(\d+) states, stored", out)
+    errors = re.search(r"errors: (\d+)", out)
+    if states is None or errors is None:
+        raise SpinError(f"unexpected pan output: {out[-2000:]}")
+    if "max search depth too small" in out:
+        raise SpinError("pan: max search depth too small; raise depth")
+    return SpinRun(int(states.group(1)), int(errors.group(1)), generate, compile_s, search, out)
