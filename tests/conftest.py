@@ -15,3 +15,11 @@ TABLES = sorted(SPEC.glob("*.yaml"))
 @pytest.fixture(scope="session")
 def loom() -> Table:
     return load_table(SPEC / "loom-agent.yaml")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL server for the shared-store tests: $AGENTFSM_TEST_PG_URL, else the private
+    cluster of scripts/postgres.sh (started if need be). Skips only when none can be started."""
+    from pg_support import server_url
+    return server_url()
