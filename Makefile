@@ -11,7 +11,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify test lint typecheck bench clean pg-start pg-stop
+.PHONY: setup check verify crash test lint typecheck bench clean pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -23,7 +23,12 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check
+verify: check crash
+
+# Crash the durable runtime at every write boundary of every bundled table with external actions.
+crash: setup
+	@for t in $(TABLES); do grep -q 'effect: external' $$t || continue; \
+	  $(BIN)/agentfsm crash $$t --kill 8 || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check .
@@ -36,6 +41,7 @@ test: lint typecheck
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py
+	$(BIN)/python bench/bench_durable.py
 	$(BIN)/python bench/bench_postgres.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 
 from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
-from agentfsm.impl import worker_commands
+from agentfsm.impl import commands as impl_commands
+from agentfsm.impl import durable_commands, worker_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import crash_commands
 
-PARTS = [spec_commands, crash_commands, worker_commands]
+PARTS = [spec_commands, impl_commands, durable_commands, crash_commands, worker_commands]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,7 +92,9 @@ class EngineStepper:
 
     def step(self, state: int, values: tuple[Value, ...], event: str, params: tuple[Value, ...]) -> StepResult:
         engine = self.engine
-        engine.restore(self.table.states[state].name, values)
+        name = self.table.states[state].name
+        if engine.state != name or engine.values != values:   # replay and live steps continue in place
+            engine.restore(name, values)
         outcome = engine.step_values(event, params)
         return StepResult(outcome.accepted, engine.state_index, engine.values, outcome.actions,
                           engine.last_rows, outcome.status)

@@ -62,7 +62,10 @@ class Job:
 
 class LeasingStore(Protocol):
     """A journal store that is also a work queue: runs submitted with a script, claimed by
-    workers under leases, written with the lease's fencing token."""
+    workers under leases, written with the lease's fencing token. ``transient_errors`` are the
+    exceptions that mean the store is unreachable for now (not that the run is broken)."""
+
+    transient_errors: tuple[type[Exception], ...]
 
     def submit(self, run_id: str, machine: str, entry: Entry, script: Sequence[Mapping[str, JSON]]) -> None:
         """Create the run (``entry`` is record 1) and queue it, in one transaction."""

@@ -95,6 +95,8 @@ class PostgresStore:
 
     One connection, used by one thread at a time: each worker thread opens its own store."""
 
+    transient_errors: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+
     def __init__(self, url: str, schema: str | None = None, on_boundary: Boundary | None = None) -> None:
         self.url = url
         self.schema = schema

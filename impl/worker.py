@@ -1,9 +1,10 @@
 """Workers: processes that serve many scripted runs from one shared store, under leases.
 
-A submitted run carries a **script**, the events its event source will deliver, in order.
+A submitted run carries a **script**, the events its event source will deliver, in order
+(an event script of ``agentfsm.impl.script``).
 A worker claims a run, recovers it (``DurableRun.open``: the durable runtime's rules settle
 whatever a previous owner left, ``unknown`` effects included), delivers the script with
-stable event ids (``script/1``, ``script/2``, ...; ones already journaled come back as
+stable event ids (``script-1``, ``script-2``, ...; ones already journaled come back as
 duplicates) and marks the job done, or blocked when a decision is left to the user. Every
 write carries the lease's fencing token; a worker that loses its lease stops at once and
 leaves the run to the next claimant. Tools run only right after the lease was renewed, so
@@ -20,40 +21,33 @@ from dataclasses import dataclass, field
 
 from agentfsm.impl.durable import DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.durable_state import config_json
-from agentfsm.impl.journal import CREATED, JSON, Entry, JournalError
+from agentfsm.impl.journal import CREATED, JSON, Entry
 from agentfsm.impl.leases import FencedStore, Lease, LeaseLost, LeasingStore
+from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 
 ToolFactory = Callable[[Table], Mapping[str, Tool]]
-EVENT_ID = "script/{}"
+Events = Sequence[tuple[str, Mapping[str, Value]]]
+EVENT_ID = "script-{}"
 
 
-def parse_script(table: Table, data: JSON) -> list[dict[str, JSON]]:
-    """A script as submitted: a list of ``{"event": NAME, "params": {...}}``; ValueError if off."""
-    if not isinstance(data, list):
-        raise ValueError("a script is a list of events")
-    script: list[dict[str, JSON]] = []
-    for n, item in enumerate(data, 1):
-        if isinstance(item, str):
-            item = {"event": item}
-        if not isinstance(item, dict) or not isinstance(item.get("event"), str) or set(item) - {"event", "params"}:
-            raise ValueError(f"script item {n}: expected an event name or {{event: NAME, params: {{...}}}}")
-        name, params = item["event"], item.get("params") or {}
+def check_events(table: Table, events: Events) -> list[dict[str, JSON]]:
+    """An event script's events as the queue keeps them; ValueError if one does not fit the table."""
+    checked: list[dict[str, JSON]] = []
+    for n, (name, params) in enumerate(events, 1):
         if name not in table.event_index:
-            raise ValueError(f"script item {n}: {table.machine} has no event {name!r}")
-        if not isinstance(params, dict):
-            raise ValueError(f"script item {n}: params must be a mapping")
+            raise ValueError(f"event {n}: {table.machine} has no event {name!r}")
         try:
             table.event(name).param_values(params)
         except ValueError as exc:
-            raise ValueError(f"script item {n}: {exc}") from None
-        script.append({"event": name, "params": params})
-    return script
+            raise ValueError(f"event {n}: {exc}") from None
+        checked.append({"event": name, "params": dict(params)})
+    return checked
 
 
-def submit(store: LeasingStore, table: Table, run_id: str, script: Sequence[Mapping[str, JSON]],
-           now: float | None = None) -> None:
-    """Create the run in its initial configuration and queue it with its script."""
+def submit(store: LeasingStore, table: Table, run_id: str, events: Events, now: float | None = None) -> None:
+    """Create the run in its initial configuration and queue it with its events."""
+    script = check_events(table, events)
     start = config_json(table, table.initial.index, table.initial_vars())
     entry = Entry(CREATED, {"machine": table.machine, "config": start}, time.time() if now is None else now)
     store.submit(run_id, table.machine, entry, script)
@@ -99,7 +93,9 @@ class Tally:
 
 @dataclass
 class Worker:
-    """One thread's worker: one store connection, one run at a time."""
+    """One thread's worker: one store connection, one run at a time. A run whose serving raises
+    is marked failed (a bad journal, a table that does not replay it, a bug), unless the store
+    says the error is its own transient trouble: then the run is left to the lease's expiry."""
 
     store: LeasingStore
     tables: Mapping[str, Table]
@@ -123,7 +119,9 @@ class Worker:
             self.tally.add(lost=1)
             self.log(f"{self.name}: {exc}")
             return True
-        except (JournalError, ValueError) as exc:
+        except self.store.transient_errors:
+            raise
+        except Exception as exc:
             self._fail(lease, f"{type(exc).__name__}: {exc}")
             return True
         self.tally.add(**{status: 1})

@@ -14,14 +14,13 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import yaml
 from agentfsm.impl.durable import Options, Tool
 from agentfsm.impl.journal import JournalError, RunExists
 from agentfsm.impl.leases import LeasingStore
+from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.stores import open_leasing_store
-from agentfsm.impl.worker import ToolFactory, parse_script, serve, submit
+from agentfsm.impl.worker import ToolFactory, check_events, serve, submit
 from agentfsm.spec.model import Table
 
 from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
@@ -32,11 +31,11 @@ STORE_HELP = "the shared store: postgresql://USER@HOST:PORT/DATABASE[?schema=NAM
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="queue runs of a table, each with a script of events, for workers",
                        description="Create runs of TABLE in a shared store and queue them for `agentfsm worker`. "
-                                   "The script (JSON or YAML) lists the events the run receives, in order: "
-                                   "names, or {event: NAME, params: {...}}. Prints the run ids.")
+                                   "The event script (YAML: events: [NAME or {NAME: {param: value}}, ...]) lists "
+                                   "the events each run receives, in order. Prints the run ids.")
     p.add_argument("table", metavar="TABLE")
     p.add_argument("--store", required=True, metavar="URL", help=STORE_HELP)
-    p.add_argument("--script", required=True, metavar="FILE", help="the events to deliver (JSON or YAML list)")
+    p.add_argument("--script", required=True, metavar="FILE", help="an event script: the events to deliver")
     p.add_argument("--count", type=int, default=1, metavar="N", help="queue N runs with this script")
     p.add_argument("--run-id", metavar="ID", help="the run's id (with --count N: ID-1 ... ID-N); default random")
     add_set_option(p)
@@ -80,28 +79,26 @@ def _open(url: str) -> LeasingStore:
         raise BadInput(str(exc)) from None
 
 
-def _read_script(path: str, table: Table) -> list[dict[str, Any]]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInput(f"--script {path}: {exc}") from None
-    try:
-        return parse_script(table, data)
-    except ValueError as exc:
-        raise BadInput(f"--script {path}: {exc}") from None
-
-
 def run_submit(args: argparse.Namespace) -> int:
     if args.count < 1:
         raise BadInput("--count must be 1 or more")
     [table] = load_tables([args.table], args.overrides)
-    script = _read_script(args.script, table)
+    try:
+        script = load_script(args.script)
+    except ScriptError as exc:
+        raise BadInput(str(exc)) from None
+    if not isinstance(script, EventScript):
+        raise BadInput(f"{args.script}: workers run event scripts ('events'), not agent scripts")
+    try:
+        check_events(table, script.events)
+    except ValueError as exc:
+        raise BadInput(f"{args.script}: {exc}") from None
     base = args.run_id or f"{table.machine}-{uuid.uuid4().hex[:12]}"
     ids = [base] if args.count == 1 else [f"{base}-{k}" for k in range(1, args.count + 1)]
     store = _open(args.store)
     try:
         for run_id in ids:
-            submit(store, table, run_id, script)
+            submit(store, table, run_id, script.events)
             print(run_id)
     except RunExists as exc:
         raise BadInput(str(exc)) from None

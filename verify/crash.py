@@ -102,6 +102,11 @@ def describe_label(table: Table, label: Label) -> str:
     return f"{name}({inner})" if inner else name
 
 
+def describe_scenario(table: Table, prefix: Sequence[Label], label: Label | None = None) -> str:
+    text = f"prefix [{', '.join(describe_label(table, p) for p in prefix)}]"
+    return text if label is None else f"{text} then {describe_label(table, label)}"
+
+
 def compare(ref: Observed, got: Observed, executions: Mapping[str, int]) -> list[tuple[str, str]]:
     """The violations of one recovered run against the crash-free one, as (kind, message)."""
     found: list[tuple[str, str]] = []
@@ -149,21 +154,21 @@ class CrashChecker:
         opener = self.runtime.open if recover else self.runtime.attach
         return opener(store, self.table, RUN, tools, options=self.options)
 
-    def _deliver(self, run: DurableRun, events: Sequence[Label], first: int = 0) -> None:
+    def deliver(self, run: DurableRun, events: Sequence[Label], first: int = 0) -> None:
         for k, (name, values) in enumerate(events[first:], start=first):
             run.deliver(name, self.table.event(name).param_dict(values), event_id=f"e{k + 1}")
 
     def _finish(self, store: MemoryStore, ledger: MemoryLedger, mode: str, events: Sequence[Label]) -> DurableRun:
         """A new process: recover the run, then the event source redelivers everything."""
         run = self._run(store, ledger, mode, recover=True)
-        self._deliver(run, events)
+        self.deliver(run, events)
         return run
 
     def prefix(self, events: Sequence[Label], mode: str) -> tuple[MemoryStore, MemoryLedger]:
         store, ledger = MemoryStore(), MemoryLedger()
         run = self.runtime.create(store, self.table, RUN, ledger_tools(self.table, ledger, mode == "status"),
                                   options=self.options)
-        self._deliver(run, events)
+        self.deliver(run, events)
         return store, ledger
 
     # -- judging -------------------------------------------------------------------------
@@ -179,7 +184,7 @@ class CrashChecker:
             run = self._run(store, ledger, mode, recover=True)
             if terminal and (store.version(RUN) != version or ledger.executions() != before):
                 self.violate("terminal-reexecuted", scenario, "recovery of a finished run wrote or ran something")
-            self._deliver(run, events)
+            self.deliver(run, events)
             got = observe(run)
             checksums = [r.checksum for r in store.records(RUN)]
         except CorruptJournal as exc:
@@ -209,13 +214,12 @@ class CrashChecker:
                  mode: str) -> None:
         table = self.table
         events = [*prefix, label]
-        name = (f"prefix [{', '.join(describe_label(table, p) for p in prefix)}] then "
-                f"{describe_label(table, label)}; tools: {mode}")
+        name = f"{describe_scenario(table, prefix, label)}; tools: {mode}"
         self.report.scenarios += 1
         ref_store, ref_ledger = base.clone(), ledger.clone()
         try:
             run = self._run(ref_store, ref_ledger, mode, recover=False)
-            self._deliver(run, events, first=len(prefix))
+            self.deliver(run, events, first=len(prefix))
             ref = observe(run)
         except Exception as exc:
             self.violate("recovery-error", name, f"the crash-free run failed: {exc}")
@@ -228,7 +232,7 @@ class CrashChecker:
             crashed, crashed_ledger = base.clone(), ledger.clone()
             crashed.arm(point)
             try:
-                self._deliver(self._run(crashed, crashed_ledger, mode, recover=False), events, first=len(prefix))
+                self.deliver(self._run(crashed, crashed_ledger, mode, recover=False), events, first=len(prefix))
                 self.violate("outcome", where, "the step did not reach this boundary again (not deterministic)")
                 continue
             except Crash:
@@ -264,8 +268,7 @@ class CrashChecker:
         name_, values = label
         params = table.event(name_).param_dict(values)
         n = len(prefix) + 1
-        where = (f"prefix [{', '.join(describe_label(table, p) for p in prefix)}] then "
-                 f"{describe_label(table, label)} from two writers at once")
+        where = f"{describe_scenario(table, prefix, label)} from two writers at once"
         self.report.races += 1
         try:
             seq_store, seq_ledger = base.clone(), ledger.clone()
@@ -295,7 +298,7 @@ class CrashChecker:
                 try:
                     base, ledger = self.prefix(prefix, mode)
                 except Exception as exc:
-                    where = f"prefix [{', '.join(describe_label(self.table, p) for p in prefix)}]; tools: {mode}"
+                    where = f"{describe_scenario(self.table, prefix)}; tools: {mode}"
                     self.violate("recovery-error", where, f"the crash-free prefix failed: {exc}")
                     continue
                 for label in ex.labels:

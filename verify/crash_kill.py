@@ -22,7 +22,7 @@ from agentfsm.impl.durable import DurableRun, Options
 from agentfsm.impl.store_sqlite import SqliteStore
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
-from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_label, observe
+from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_scenario, observe
 from agentfsm.verify.explore import Label, explore
 from agentfsm.verify.ledger import FileLedger, ledger_tools
 
@@ -69,8 +69,7 @@ def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, i
             store = base.clone()
             run = DurableRun.attach(store, checker.table, RUN, ledger_tools(checker.table, ledger.clone(), False),
                                     options=checker.options)
-            name, values = label
-            run.deliver(name, checker.table.event(name).param_dict(values), event_id=f"e{len(prefix) + 1}")
+            checker.deliver(run, [*prefix, label], first=len(prefix))
             effects = any("started" in what for _, _, what in store.trace)
             for point in range(1, len(store.trace) + 1):
                 (candidates if effects else others).append((prefix, label, before, point))
@@ -85,20 +84,18 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
     table = checker.table
     for prefix, label, before, point in pick(checker, n):
         events = [*prefix, label]
-        where = (f"prefix [{', '.join(describe_label(table, p) for p in prefix)}] then "
-                 f"{describe_label(table, label)}; SIGKILL at boundary {point} of the step")
+        where = f"{describe_scenario(table, prefix, label)}; SIGKILL at boundary {point} of the step"
         base, ledger = checker.prefix(prefix, "plain")
         ref_run = DurableRun.attach(base, table, RUN, ledger_tools(table, ledger, False), options=checker.options)
-        name, values = label
-        ref_run.deliver(name, table.event(name).param_dict(values), event_id=f"e{len(events)}")
+        checker.deliver(ref_run, events, first=len(prefix))
         ref = observe(ref_run)
         with tempfile.TemporaryDirectory(prefix="agentfsm-kill-") as tmp:
             db, ledger_path = Path(tmp) / "journal.db", Path(tmp) / "ledger"
-            argv = [sys.executable, "-m", "agentfsm.verify.crash_kill", table_path, json.dumps(dict(overrides)),
-                    str(db), str(ledger_path), str(before + point), _events(events),
+            argv = [sys.executable, "-m", "agentfsm.verify.crash_kill", str(Path(table_path).resolve()),
+                    json.dumps(dict(overrides)), str(db), str(ledger_path), str(before + point), _events(events),
                     json.dumps(dict(checker.options.approvals))]
             try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=tmp)
             except subprocess.TimeoutExpired:
                 checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
                 continue
@@ -111,8 +108,7 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
             try:
                 store = SqliteStore(db)
                 run = DurableRun.open(store, table, RUN, ledger_tools(table, world, False), options=checker.options)
-                for k, (ev, vals) in enumerate(events):
-                    run.deliver(ev, table.event(ev).param_dict(vals), event_id=f"e{k + 1}")
+                checker.deliver(run, events)
                 got = observe(run)
                 store.close()
             except Exception as exc:

@@ -1,0 +1,78 @@
+"""``agentfsm run`` (play a conversation script) and ``agentfsm adapter`` (the reference engine on stdio)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from agentfsm.impl import durable_commands
+from agentfsm.impl.adapter import serve
+from agentfsm.impl.play import Reporter, play_agent, play_events
+from agentfsm.impl.script import EventScript, ScriptError, load_script
+
+from agentfsm.cliutil import BadInput, add_set_option, load_tables
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run", help="run a scripted conversation end to end",
+        description="Play a script against a table and print every state change and action. An agent script "
+                    "('inputs' and 'replies') drives the Loom agent with a scripted LLM and real tools in the "
+                    "work directory; an event script ('events') feeds any table's engine directly. Exit 0 when "
+                    "the run completed, 1 on a failure, 2 on bad input.")
+    run.add_argument("table", metavar="TABLE")
+    run.add_argument("--script", required=True, metavar="FILE", help="the conversation script (YAML)")
+    run.add_argument("--workdir", metavar="DIR",
+                     help="directory the tools work in (default: the script's 'workdir', relative to the "
+                          "script, else the current directory)")
+    run.add_argument("--json", action="store_true", help="print JSON Lines instead of text")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="give up on the whole run after this long (default 300)")
+    add_set_option(run)
+    durable_commands.add_run_options(run)
+    run.set_defaults(func=run_run)
+
+    adapter = sub.add_parser(
+        "adapter", help="serve the reference engine over the adapter protocol (JSON Lines on stdio)",
+        description="Answer reset/event/quit requests on stdin with one JSON reply per line on stdout, as the "
+                    "conformance harness expects. Bad requests get {\"ok\": false, \"error\": ...}.")
+    adapter.add_argument("table", metavar="TABLE")
+    add_set_option(adapter)
+    adapter.set_defaults(func=run_adapter)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    [table] = load_tables([args.table], args.overrides)
+    try:
+        script = load_script(args.script)
+    except ScriptError as exc:
+        raise BadInput(str(exc)) from None
+    reporter = Reporter(lambda line: print(line, flush=True), args.json)
+    if args.store is not None:
+        return durable_commands.run_durable(table, script, args, reporter)
+    if args.resume:
+        raise BadInput("--resume needs --store")
+    if isinstance(script, EventScript):
+        return play_events(table, script, reporter)
+    if args.workdir is not None:
+        workdir = Path(args.workdir)
+    elif script.workdir is not None:
+        workdir = Path(args.script).parent / script.workdir
+    else:
+        workdir = Path.cwd()
+    if not workdir.is_dir():
+        raise BadInput(f"work directory {workdir} does not exist")
+    if args.timeout <= 0:
+        raise BadInput("--timeout must be positive")
+    try:
+        return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout))
+    except (ValueError, TypeError) as exc:  # the table lacks what the Loom driver maps (events, actions)
+        raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None
+
+
+def run_adapter(args: argparse.Namespace) -> int:
+    [table] = load_tables([args.table], args.overrides)
+    serve(table, sys.stdin.buffer, sys.stdout)
+    return 0

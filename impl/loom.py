@@ -1,0 +1,249 @@
+"""The Loom agent (seed 000) on the driver: the table's actions mapped to real work.
+
+SendLlmRequest streams a reply (TextDelta, ToolCallDelta, then LlmCompleted or LlmError);
+ExecuteTools runs the response's tool calls concurrently, each feeding ToolCompleted;
+RunPostToolsHook commits the work directory to git; entering Error starts a retry timer
+with exponential backoff that feeds RetryTimeoutFired. The conversation context is kept
+here and updated from accepted events, as Loom threads it through its states.
+
+Interrupts follow vibework's rules, in Loom's terms (the turn ends in WaitingForUserInput
+rather than Done): while the LLM streams, the partial text is kept and all tool calls are
+dropped; while tools run, tools already started complete and the remaining ones get an
+"Interrupted" error; a pending retry is abandoned. The table stays in charge: the driver
+only feeds events the table declares (an interrupted turn answers its next
+SendLlmRequest with an empty completion instead of calling the model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
+from agentfsm.impl.engine import Engine
+from agentfsm.impl.llm import (
+    LlmClient,
+    LlmError,
+    LlmRequest,
+    LlmResponse,
+    Message,
+    ResponseBuilder,
+    ToolCall,
+    ToolCallChunk,
+)
+from agentfsm.impl.tools import Toolbox, ToolResult, builtin_tools, git_commit
+from agentfsm.spec import Table
+
+INTERRUPTED = "Interrupted"
+
+
+class Display(Protocol):
+    """Where the agent's output goes (a terminal, a UI, a transcript)."""
+
+    def text(self, delta: str) -> None: ...
+    def error(self, message: str) -> None: ...
+    def tool(self, result: ToolResult) -> None: ...
+
+
+class Transcript:
+    """A display that keeps everything (tests, and the default)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.errors: list[str] = []
+        self.tools: list[ToolResult] = []
+
+    def text(self, delta: str) -> None:
+        self.texts.append(delta)
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def tool(self, result: ToolResult) -> None:
+        self.tools.append(result)
+
+
+@dataclass
+class LoomConfig:
+    workdir: Path = field(default_factory=Path.cwd)
+    system_prompt: str | None = None
+    retry_base: float = 0.5        # seconds before the first retry
+    retry_factor: float = 2.0      # each further retry waits this much longer
+    retry_max: float = 30.0        # cap on one wait
+    tool_concurrency: int = 4      # tools running at once; the rest wait their turn
+    tool_timeout: float = 120.0    # per tool call
+    command_timeout: float = 60.0  # run_command's own limit
+    commit_hook: bool = True       # RunPostToolsHook commits to git when workdir is a work tree
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return float(min(self.retry_max, self.retry_base * self.retry_factor ** max(0, attempt - 1)))
+
+
+Hook = Callable[[Path, list[ToolResult]], Awaitable[bool]]
+
+
+class LoomAgent(Driver):
+    """A running Loom agent: ``send_input()``, ``interrupt()``, ``shutdown()`` and the monitoring API."""
+
+    def __init__(self, table: Table, llm: LlmClient, *, config: LoomConfig | None = None,
+                 toolbox: Toolbox | None = None, display: Display | None = None,
+                 post_tools_hook: Hook | None = None, name: str = "loom", logger: logging.Logger = LOG) -> None:
+        self.config = config or LoomConfig()
+        super().__init__(
+            Engine(table), name=name, logger=logger, shutdown_event="ShutdownRequested",
+            idle_states={"WaitingForUserInput"}, processing_states={"CallingLlm"},
+            actions={"SendLlmRequest": self._send_llm_request, "ExecuteTools": self._execute_tools,
+                     "RunPostToolsHook": self._run_post_tools_hook, "DisplayMessage": self._display_message,
+                     "DisplayError": self._display_error, "Shutdown": lambda ctx: self.cancel_all()},
+            on_event={"UserInput": self._user_input, "LlmCompleted": self._llm_completed,
+                      "LlmError": self._llm_error, "ToolCompleted": self._tool_completed},
+            on_enter={"Error": self._start_retry_timer, "WaitingForUserInput": self._turn_ended})
+        self.llm = llm
+        self.toolbox = toolbox or Toolbox(builtin_tools(self.config.workdir, self.config.command_timeout),
+                                          self.config.tool_timeout)
+        self.display: Display = display or Transcript()
+        self.post_tools_hook = post_tools_hook or self._commit
+        self.max_tools = table.event("LlmCompleted").params[0].hi
+        self.conversation: list[Message] = []
+        if self.config.system_prompt:
+            self.conversation.append({"role": "system", "content": self.config.system_prompt})
+        self._interrupted = False
+        self._partial = ResponseBuilder()
+        self._batch: list[ToolCall] = []
+        self._results: list[ToolResult] = []
+        self._semaphore: asyncio.Semaphore | None = None
+        self._last_error = ""
+
+    def send_input(self, text: str) -> None:
+        self.feed("UserInput", payload=text)
+
+    # -- context, from accepted events ---------------------------------------------------
+
+    def _user_input(self, ctx: ActionContext) -> None:
+        self._interrupted = False
+        self.conversation.append({"role": "user", "content": str(ctx.envelope.payload)})
+
+    def _llm_completed(self, ctx: ActionContext) -> None:
+        response: LlmResponse | None = ctx.envelope.payload
+        self._partial = ResponseBuilder()
+        self._batch, self._results = [], []
+        if response is None or (not response.text and not response.tool_calls):
+            return
+        self.conversation.append(response.as_message())
+        self._batch = list(response.tool_calls[:self.max_tools])
+        for extra in response.tool_calls[self.max_tools:]:  # the table bounds a batch; say so to the model
+            self._record(ToolResult(extra.id, extra.name, f"not run: at most {self.max_tools} tool calls "
+                                    "per response", True))
+
+    def _llm_error(self, ctx: ActionContext) -> None:
+        self._last_error = str(ctx.envelope.payload or "LLM request failed")
+
+    def _tool_completed(self, ctx: ActionContext) -> None:
+        self._record(ctx.envelope.payload)
+
+    def _record(self, result: ToolResult) -> None:
+        self._results.append(result)
+        self.conversation.append(result.as_message())
+        self.display.tool(result)
+
+    def _turn_ended(self, ctx: ActionContext) -> None:
+        self._interrupted = False
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _send_llm_request(self, ctx: ActionContext) -> None:
+        if self._interrupted:
+            self.feed("LlmCompleted", payload=None, tool_calls=0)
+            return
+        request = LlmRequest(tuple(self.conversation), self.toolbox.schemas())
+        self.spawn("llm", lambda activity: self._stream(activity, request))
+
+    async def _stream(self, activity: Activity, request: LlmRequest) -> None:
+        builder = self._partial = ResponseBuilder()
+        try:
+            async for chunk in self.llm.stream(request):
+                builder.add(chunk)
+                activity.feed(self, "ToolCallDelta" if isinstance(chunk, ToolCallChunk) else "TextDelta",
+                              payload=chunk)
+            response = builder.response()
+        except LlmError as exc:
+            activity.feed(self, "LlmError", payload=exc.message)
+            return
+        except (OSError, ValueError) as exc:
+            activity.feed(self, "LlmError", payload=f"{type(exc).__name__}: {exc}")
+            return
+        activity.feed(self, "LlmCompleted", payload=response,
+                      tool_calls=min(len(response.tool_calls), self.max_tools))
+
+    def _execute_tools(self, ctx: ActionContext) -> None:
+        self._semaphore = asyncio.Semaphore(max(1, self.config.tool_concurrency))
+        for call in self._batch:
+            self.spawn(f"tool:{call.id}", functools.partial(self._run_tool, call=call))
+
+    async def _run_tool(self, activity: Activity, *, call: ToolCall) -> None:
+        assert self._semaphore is not None
+        async with self._semaphore:
+            if self._interrupted:
+                result, ran = ToolResult(call.id, call.name, INTERRUPTED, True), False
+            else:
+                result, ran = await self.toolbox.execute(call), True
+        activity.feed(self, "ToolCompleted", payload=result, mutating=ran and self.toolbox.mutating(call.name))
+
+    def _run_post_tools_hook(self, ctx: ActionContext) -> None:
+        results = list(self._results)
+
+        async def hook(activity: Activity) -> None:
+            try:
+                taken = await self.post_tools_hook(self.config.workdir, results)
+            except OSError as exc:
+                self.log.warning("%s: post-tools hook failed: %s", self.name, exc, extra={"agent": self.name})
+                taken = False
+            activity.feed(self, "PostToolsHookCompleted", action_taken=taken)
+        self.spawn("post-tools-hook", hook)
+
+    async def _commit(self, workdir: Path, results: list[ToolResult]) -> bool:
+        if not self.config.commit_hook:
+            return False
+        names = ", ".join(sorted({r.name for r in results if self.toolbox.mutating(r.name)}))
+        return await git_commit(workdir, f"agent: changes by {names or 'tools'}")
+
+    def _display_message(self, ctx: ActionContext) -> None:
+        chunk: Any = ctx.envelope.payload
+        if chunk is not None:
+            self.display.text(chunk.text)
+
+    def _display_error(self, ctx: ActionContext) -> None:
+        self.display.error(self._last_error)
+
+    def _start_retry_timer(self, ctx: ActionContext) -> None:
+        delay = self.config.backoff(int(ctx.outcome.vars["retries"]))
+
+        async def timer(activity: Activity) -> None:
+            await asyncio.sleep(delay)
+            activity.feed(self, "RetryTimeoutFired")
+        self.spawn("retry-timer", timer)
+
+    # -- interrupts ----------------------------------------------------------------------
+
+    def on_interrupt(self) -> None:
+        state = self.engine.state
+        if state in ("WaitingForUserInput", "ShuttingDown"):
+            return
+        self._interrupted = True
+        if state == "CallingLlm":
+            for activity in self.running("llm"):
+                self.cancel(activity)
+            partial = self._partial.partial_text()
+            self.feed("LlmCompleted", payload=LlmResponse(partial) if partial else None, tool_calls=0)
+        elif state == "Error":
+            for activity in self.running("retry-timer"):
+                self.cancel(activity)
+            self.feed("RetryTimeoutFired")
+        # ExecutingTools: started tools complete, waiting ones see the flag and answer "Interrupted";
+        # PostToolsHook: the hook completes. Either way the next SendLlmRequest ends the turn.
