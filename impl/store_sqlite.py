@@ -24,10 +24,11 @@ from agentfsm.impl.journal import (
     StoredRecord,
     StoredSnapshot,
     UnknownRun,
+    load_verified,
     seal,
     seal_snapshot,
     verify,
-    verify_snapshot,
+    write_label,
 )
 
 SCHEMA_VERSION = 1
@@ -134,7 +135,7 @@ class SqliteStore:
 
     def append(self, run_id: str, expect: int, entries: Sequence[Entry],
                snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
-        label = "+".join(e.kind for e in entries) + (" +snapshot" if snapshot is not None else "")
+        label = write_label(entries, snapshot)
         with self._transaction() as tx:
             actual, link = self._head(run_id)
             if actual != expect:
@@ -165,11 +166,8 @@ class SqliteStore:
             self._head(run_id)
             rows = self._conn.execute("SELECT seq, link, body, checksum FROM snapshots WHERE run_id = ? "
                                       "ORDER BY seq DESC", (run_id,)).fetchall()
-            for seq, link, body, check in rows:
-                snap = verify_snapshot(run_id, StoredSnapshot(int(seq), str(link), str(body), str(check)))
-                if snap is not None:
-                    return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, self._stored(run_id, snap.seq))))
-            return Loaded(None, tuple(verify(run_id, "", 1, self._stored(run_id, 0))))
+            snapshots = (StoredSnapshot(int(seq), str(link), str(body), str(check)) for seq, link, body, check in rows)
+            return load_verified(run_id, snapshots, lambda after: self._stored(run_id, after))
 
     def records(self, run_id: str, after: int = 0) -> list[Record]:
         with self._transaction():
