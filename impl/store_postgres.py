@@ -1,12 +1,13 @@
 """The shared store: runs' journals, and the queue several workers serve, in PostgreSQL.
 
-Compare-and-swap is ``UPDATE runs SET version = new ... WHERE run_id = ? AND version =
-expected``: of two writers computed from one version, the second's UPDATE waits for the
-first to commit, then matches no row and gets ``Conflict``. Records and their snapshot
-commit in that transaction; checksums are verified on every read, as in SQLite. A write
-made under a lease first locks the run's job row (``FOR SHARE``) and checks the fencing
-token and expiry there, in the same transaction, so a claim by another worker either
-commits before (and the write is refused with ``LeaseLost``) or waits until it is done.
+The journal's SQL is ``agentfsm.impl.store_sql``'s, as for SQLite. Compare-and-swap is
+``UPDATE runs SET version = new ... WHERE run_id = ? AND version = expected``: of two
+writers computed from one version, the second's UPDATE waits for the first to commit,
+then matches no row and gets ``Conflict``. Records and their snapshot commit in that
+transaction; checksums are verified on every read. A write made under a lease first locks
+the run's job row (``FOR SHARE``) and checks the fencing token and expiry there, in the
+same transaction: a claim committed before is seen (the write is refused with
+``LeaseLost``), and a claim that comes later skips the locked row until the write is done.
 
 The schema is versioned: ``agentfsm_schema`` holds one row per applied migration, and
 opening a store applies the missing ones under an advisory lock (one migrating process at
@@ -17,29 +18,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
-from agentfsm.impl.journal import (
-    JSON,
-    Boundary,
-    Conflict,
-    Entry,
-    JournalError,
-    Loaded,
-    Record,
-    RunExists,
-    StoredRecord,
-    StoredSnapshot,
-    UnknownRun,
-    load_verified,
-    seal,
-    seal_snapshot,
-    verify,
-    write_label,
-)
+from agentfsm.impl.journal import JSON, Boundary, Entry, JournalError, Record
 from agentfsm.impl.leases import Job, Lease, LeaseLost
+from agentfsm.impl.store_sql import SqlJournal
 from psycopg import sql
 
 MIGRATIONS: tuple[str, ...] = (
@@ -91,12 +77,13 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-class PostgresStore:
+class PostgresStore(SqlJournal):
     """Runs' journals and their job queue in one PostgreSQL schema (``public`` unless named).
 
     One connection, used by one thread at a time: each worker thread opens its own store."""
 
     transient_errors: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+    LOCK_ROW = " FOR UPDATE"
 
     def __init__(self, url: str, schema: str | None = None, on_boundary: Boundary | None = None) -> None:
         self.url = url
@@ -130,51 +117,34 @@ class PostgresStore:
                 self._conn.execute(MIGRATIONS[version - 1].encode())
                 self._conn.execute("INSERT INTO agentfsm_schema (version) VALUES (%s)", (version,))
 
-    # -- journal -------------------------------------------------------------------------
+    # -- the driver --------------------------------------------------------------------
 
-    def _boundary(self, phase: str, label: str) -> None:
-        if self.on_boundary is not None:
-            self.on_boundary(phase, label)
+    def _execute(self, query: str, params: Sequence[object] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(query.replace("?", "%s").encode(), params)
 
-    def _head(self, run_id: str) -> tuple[int, str]:
-        row = self._conn.execute("SELECT version, link FROM runs WHERE run_id = %s", (run_id,)).fetchone()
-        if row is None:
-            raise UnknownRun(run_id)
-        return int(row[0]), str(row[1])
-
-    def _insert(self, run_id: str, sealed: Sequence[StoredRecord]) -> None:
+    def _executemany(self, query: str, rows: Sequence[Sequence[object]]) -> None:
         with self._conn.cursor() as cur:
-            cur.executemany("INSERT INTO records VALUES (%s, %s, %s, %s, %s, %s)",
-                            [(run_id, r.seq, r.kind, r.time, r.body_text, r.checksum) for r in sealed])
+            cur.executemany(query.replace("?", "%s").encode(), rows)
 
-    def _create(self, run_id: str, machine: str, entry: Entry) -> list[StoredRecord]:
-        """Inside a transaction: the run's row and its record 1."""
-        sealed = seal(run_id, "", 1, [entry])
-        cursor = self._conn.execute("INSERT INTO runs VALUES (%s, %s, 1, %s) ON CONFLICT DO NOTHING",
-                                    (run_id, machine, sealed[0].checksum))
-        if cursor.rowcount != 1:
-            raise RunExists(run_id)
-        self._insert(run_id, sealed)
-        return sealed
+    def _transaction(self) -> AbstractContextManager[object]:
+        return self._conn.transaction()
 
-    def create(self, run_id: str, machine: str, entry: Entry) -> Record:
+    @contextmanager
+    def _read(self) -> Iterator[None]:
         with self._conn.transaction():
-            sealed = self._create(run_id, machine, entry)
-            self._boundary("before", entry.kind)
-        self._boundary("after", entry.kind)
-        return verify(run_id, "", 1, sealed)[0]
+            self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
 
-    def runs(self) -> list[str]:
-        return [str(r[0]) for r in self._conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
+    def close(self) -> None:
+        self._conn.close()
 
-    def version(self, run_id: str) -> int:
-        return self._head(run_id)[0]
+    # -- fenced writes -------------------------------------------------------------------
 
-    def machine(self, run_id: str) -> str:
-        row = self._conn.execute("SELECT machine FROM runs WHERE run_id = %s", (run_id,)).fetchone()
-        if row is None:
-            raise UnknownRun(run_id)
-        return str(row[0])
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None, fence: Lease | None = None) -> list[Record]:
+        """The journal's compare-and-swap append; under a lease, fenced in the same transaction."""
+        check = None if fence is None else lambda: self._check_fence(fence)
+        return self._append(run_id, expect, entries, snapshot, check)
 
     def _check_fence(self, lease: Lease) -> None:
         """Lock the job row until commit and insist that ``lease`` still holds it."""
@@ -186,66 +156,6 @@ class PostgresStore:
             raise LeaseLost(lease.run_id, lease.token, f"another worker holds lease {row[0]}")
         if not row[1]:
             raise LeaseLost(lease.run_id, lease.token, "the lease expired or the job was finished")
-
-    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
-               snapshot: Mapping[str, JSON] | None = None, fence: Lease | None = None) -> list[Record]:
-        label = write_label(entries, snapshot)
-        with self._conn.transaction():
-            if fence is not None:
-                self._check_fence(fence)
-            actual, link = self._head(run_id)
-            if actual != expect:
-                raise Conflict(run_id, expect, actual)
-            sealed = seal(run_id, link, expect + 1, entries)
-            if not sealed:
-                return []
-            cursor = self._conn.execute("UPDATE runs SET version = %s, link = %s "
-                                        "WHERE run_id = %s AND version = %s AND link = %s",
-                                        (sealed[-1].seq, sealed[-1].checksum, run_id, expect, link))
-            if cursor.rowcount != 1:
-                raise Conflict(run_id, expect, self._head(run_id)[0])
-            self._insert(run_id, sealed)
-            if snapshot is not None:
-                snap = seal_snapshot(run_id, sealed[-1].seq, sealed[-1].checksum, snapshot)
-                self._conn.execute("INSERT INTO snapshots VALUES (%s, %s, %s, %s, %s)",
-                                   (run_id, snap.seq, snap.link, snap.body_text, snap.checksum))
-            self._boundary("before", label)
-        self._boundary("after", label)
-        return verify(run_id, link, expect + 1, sealed)
-
-    def _stored(self, run_id: str, after: int) -> list[StoredRecord]:
-        rows = self._conn.execute("SELECT seq, kind, time, body, checksum FROM records "
-                                  "WHERE run_id = %s AND seq > %s ORDER BY seq", (run_id, after))
-        return [StoredRecord(int(s), str(k), float(t), str(b), str(c)) for s, k, t, b, c in rows]
-
-    def load(self, run_id: str) -> Loaded:
-        with self._conn.transaction():
-            self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            self._head(run_id)
-            rows = self._conn.execute("SELECT seq, link, body, checksum FROM snapshots WHERE run_id = %s "
-                                      "ORDER BY seq DESC", (run_id,)).fetchall()
-            snapshots = (StoredSnapshot(int(seq), str(link), str(body), str(check)) for seq, link, body, check in rows)
-            return load_verified(run_id, snapshots, lambda after: self._stored(run_id, after))
-
-    def records(self, run_id: str, after: int = 0) -> list[Record]:
-        with self._conn.transaction():
-            self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            self._head(run_id)
-            return [r for r in verify(run_id, "", 1, self._stored(run_id, 0)) if r.seq > after]
-
-    def discard_tail(self, run_id: str, seq: int) -> None:
-        with self._conn.transaction():
-            self._conn.execute("SELECT 1 FROM runs WHERE run_id = %s FOR UPDATE", (run_id,))
-            self._head(run_id)
-            self._conn.execute("DELETE FROM records WHERE run_id = %s AND seq >= %s", (run_id, seq))
-            self._conn.execute("DELETE FROM snapshots WHERE run_id = %s AND seq >= %s", (run_id, seq))
-            row = self._conn.execute("SELECT seq, checksum FROM records WHERE run_id = %s ORDER BY seq DESC LIMIT 1",
-                                     (run_id,)).fetchone()
-            version, link = (int(row[0]), str(row[1])) if row else (0, "")
-            self._conn.execute("UPDATE runs SET version = %s, link = %s WHERE run_id = %s", (version, link, run_id))
-
-    def close(self) -> None:
-        self._conn.close()
 
     # -- the work queue ------------------------------------------------------------------
 
