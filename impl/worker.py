@@ -54,14 +54,20 @@ def submit(store: LeasingStore, table: Table, run_id: str, events: Events, now: 
 
 
 class GuardedTool:
-    """A tool that renews the lease before it runs: it never starts on a lapsed lease."""
+    """A tool that renews the lease before it runs: it never starts on a lapsed lease. When the
+    renewal cannot be made at all (the store is unreachable), the worker gives the run up as
+    if it had crashed here, rather than let the runtime record a failure of a tool that never ran."""
 
-    def __init__(self, tool: Tool, renew: Callable[[], None]) -> None:
+    def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None]) -> None:
         self.tool = tool
+        self.lease = lease
         self.renew = renew
 
     def run(self, call: EffectCall) -> JSON:
-        self.renew()
+        try:
+            self.renew(self.lease)
+        except Exception as exc:
+            raise LeaseLost(self.lease.run_id, self.lease.token, f"could not renew it: {exc}") from exc
         return self.tool.run(call)
 
     def status(self, call: EffectCall) -> StatusReply | None:
@@ -142,8 +148,7 @@ class Worker:
 
     def _serve(self, lease: Lease) -> tuple[str, str]:
         table = self.tables[lease.machine]
-        tools = {name: GuardedTool(tool, lambda: self.store.renew(lease))
-                 for name, tool in self.tools[lease.machine].items()}
+        tools = {name: GuardedTool(tool, lease, self.store.renew) for name, tool in self.tools[lease.machine].items()}
         run = DurableRun.open(FencedStore(self.store, lease), table, lease.run_id, tools, options=self.options)
         delivered = 0
         for k, item in enumerate(lease.script, 1):

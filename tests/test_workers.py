@@ -16,7 +16,7 @@ from agentfsm.impl.leases import FencedStore, Lease, LeaseLost
 from agentfsm.impl.store_postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
 from agentfsm.impl.store_sqlite import SqliteStore
 from agentfsm.impl.stores import StoreURLError, open_leasing_store, open_store, postgres_args, sqlite_path
-from agentfsm.impl.worker import Worker, submit
+from agentfsm.impl.worker import GuardedTool, Worker, submit
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
 from agentfsm.verify.ledger import MemoryLedger, ledger_tools
@@ -248,3 +248,20 @@ def test_scripts_are_checked_against_the_table(pg_url: str, schema: str, tmp_pat
         assert main(["submit", str(COUNTER), "--store", url, "--script", str(script)]) == 2
         assert message in capsys.readouterr().err
     assert Options().snapshot_every == 0
+
+
+def test_a_tool_never_runs_when_its_lease_cannot_be_renewed() -> None:
+    ledger = MemoryLedger()
+    table = load_table(COUNTER)
+    [tool] = ledger_tools(table, ledger, False).values()
+    lease = Lease("r", "counter", 3, "w", 10.0)
+
+    def unreachable(lease: Lease) -> None:
+        raise OSError("connection reset")
+    guarded = GuardedTool(tool, lease, unreachable)
+    with pytest.raises(LeaseLost, match="could not renew it: connection reset"):
+        guarded.run(EffectCall("r", "Note", "r/2/0", 1))
+    assert ledger.executions() == {}
+    renewed: list[int] = []
+    GuardedTool(tool, lease, lambda held: renewed.append(held.token)).run(EffectCall("r", "Note", "r/2/0", 1))
+    assert renewed == [3] and ledger.executions() == {"r/2/0": 1}

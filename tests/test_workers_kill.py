@@ -104,3 +104,32 @@ def check(store: PostgresStore, ticks: dict[str, int], executions: Counter[str],
 def test_four_workers_200_runs_random_sigkills(pg_url: str, tmp_path: Path) -> None:
     seed = int(os.environ.get("AGENTFSM_TEST_SEED", random.randrange(1 << 30)))
     run_fleet(pg_url, tmp_path, runs=200, workers=4, kills=12, seed=seed)
+
+
+def test_a_worker_killed_mid_tool_leaves_the_run_to_another_which_settles_it_by_status(
+        pg_url: str, tmp_path: Path) -> None:
+    table = load_table(COUNTER)
+    ledger = tmp_path / "effects"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "AGENTFSM_TEST_LEDGER": str(ledger)}
+    with fresh_schema(pg_url) as schema:
+        url = f"{pg_url}?schema={schema}"
+        store = PostgresStore(pg_url, schema)
+        submit(store, table, "r", [("Tick", {}), ("Tick", {}), ("Stop", {})])
+        argv = [AGENTFSM, "worker", str(COUNTER), "--store", url, "--tools", "kill_tools:tools", "--lease", "1",
+                "--poll", "0.05", "--exit-when-idle"]
+        first = subprocess.Popen(argv, env={**env, "AGENTFSM_TEST_TOOL_DELAY": "30"})
+        deadline = time.monotonic() + 30
+        while not (ledger.exists() and ledger.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        assert [r.kind for r in store.records("r")] == ["created", "step", "started"]
+        second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0, second.stderr
+        records = store.records("r")
+        assert [r.kind for r in records][:5] == ["created", "step", "started", "unknown", "completed"]
+        assert records[4].body["via"] == "status"
+        assert FileLedger(ledger).executions() == {"r/2/0": 1, "r/6/0": 1}
+        [job] = store.jobs()
+        assert (job.status, job.claims, job.outcome) == ("done", 2, "Stopped {'n': 2}")
+        store.close()
