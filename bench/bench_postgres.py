@@ -1,7 +1,7 @@
 """Benchmark of the shared store: durable steps/s with 1, 2 and 4 worker processes on
 PostgreSQL, against one process on SQLite (the embedded default), measured in the same run.
 
-    .venv/bin/python bench/bench_postgres.py [--runs N] [--ticks N] [--workers 1,2,4] [--dir DIR]
+    .venv/bin/python bench/bench_postgres.py [--runs N] [--ticks N] [--workers 1,2,4] [--rounds N] [--dir DIR]
 
 Every run is a counter run: TICKS ticks (each a step that emits one external effect, so
 three durable writes: step, started, completed) then Stop. The PostgreSQL workers claim
@@ -9,8 +9,9 @@ runs under leases, recover them and deliver their scripts exactly as ``agentfsm 
 does; SQLite's single process delivers the same scripts without a queue. Both keep their
 durability settings (PostgreSQL: fsync and synchronous_commit on; SQLite: WAL,
 synchronous=FULL). The server is $AGENTFSM_TEST_PG_URL, else the private cluster of
-scripts/postgres.sh (started if need be). On a machine with two cores the server and the
-workers share them, which caps the scaling seen here.
+scripts/postgres.sh (started if need be). Both stores wait for the disk at every commit, so
+the figures follow the disk's sync latency, which drifts on a shared machine: the
+configurations run interleaved, round after round, and each ratio is taken within a round.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -100,25 +102,39 @@ def sqlite_steps(path: Path, table: Table, runs: int, ticks: int) -> float:
     return took
 
 
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):6.0f} ({min(values):.0f}-{max(values):.0f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--ticks", type=int, default=9)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
     parser.add_argument("--dir", default=None, help="where the SQLite file goes (default: a temporary folder)")
     args = parser.parse_args()
     table = load_table(COUNTER)
     steps = args.runs * (args.ticks + 1)
+    counts = [int(w) for w in args.workers.split(",")]
     url = server_url()
     print(f"shared store: {args.runs} counter runs x {args.ticks + 1} events = {steps} durable steps "
-          f"({args.runs * (3 * args.ticks + 1)} journal writes)")
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        base = sqlite_steps(Path(tmp) / "journal.db", table, args.runs, args.ticks)
-    print(f"  SQLite, 1 process (baseline):  {steps / base:8.0f} steps/s")
-    for n in (int(w) for w in args.workers.split(",")):
-        took = postgres_steps(url, table, args.runs, args.ticks, n)
-        print(f"  PostgreSQL, {n} worker{'s' if n > 1 else ' '}:        {steps / took:8.0f} steps/s "
-              f"({base / took:5.2f}x SQLite)")
+          f"({args.runs * (3 * args.ticks + 1)} journal writes), median of {args.rounds} interleaved rounds")
+    base: list[float] = []
+    rates: dict[int, list[float]] = {n: [] for n in counts}
+    ratios: dict[int, list[float]] = {n: [] for n in counts}
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            took = sqlite_steps(Path(tmp) / "journal.db", table, args.runs, args.ticks)
+        base.append(steps / took)
+        for n in counts:
+            rates[n].append(steps / postgres_steps(url, table, args.runs, args.ticks, n))
+            ratios[n].append(rates[n][-1] / base[-1])
+    print(f"  SQLite, 1 process (baseline):  {spread(base)} steps/s")
+    for n in counts:
+        print(f"  PostgreSQL, {n} worker{'s' if n > 1 else ' '}:        {spread(rates[n])} steps/s, "
+              f"{statistics.median(ratios[n]):5.2f}x SQLite (per round: "
+              f"{', '.join(f'{r:.2f}' for r in ratios[n])})")
 
 
 if __name__ == "__main__":
