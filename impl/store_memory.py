@@ -24,10 +24,11 @@ from agentfsm.impl.journal import (
     StoredRecord,
     StoredSnapshot,
     UnknownRun,
+    load_verified,
     seal,
     seal_snapshot,
     verify,
-    verify_snapshot,
+    write_label,
 )
 
 
@@ -132,7 +133,7 @@ class MemoryStore:
             raise Conflict(run_id, expect, actual)
         link = run.records[-1].checksum if run.records else ""
         sealed = seal(run_id, link, expect + 1, entries)
-        label = "+".join(e.kind for e in entries) + (" +snapshot" if snapshot is not None else "")
+        label = write_label(entries, snapshot)
         self._boundary("before", label, run, sealed)
         run.records.extend(sealed)
         if snapshot is not None and sealed:
@@ -142,12 +143,9 @@ class MemoryStore:
 
     def load(self, run_id: str) -> Loaded:
         run = self._run(run_id)
-        for stored in reversed(run.snapshots):
-            snap = verify_snapshot(run_id, stored)
-            if snap is not None:
-                rest = [r for r in run.records if r.seq > snap.seq]
-                return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, rest)))
-        return Loaded(None, tuple(run.verified(run_id)))
+        if not run.snapshots:
+            return Loaded(None, tuple(run.verified(run_id)))  # the cached path crash injection leans on
+        return load_verified(run_id, reversed(run.snapshots), lambda after: [r for r in run.records if r.seq > after])
 
     def records(self, run_id: str, after: int = 0) -> list[Record]:
         return [r for r in self._run(run_id).verified(run_id) if r.seq > after]
