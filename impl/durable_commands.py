@@ -14,19 +14,19 @@ from pathlib import Path
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable import DecisionError, DurableRun, EffectCall, StatusReply, Tool
-from agentfsm.impl.journal import JSON, CorruptJournal, JournalError, Record, RunExists, UnknownRun
+from agentfsm.impl.journal import JSON, Boundary, CorruptJournal, JournalError, Record, RunExists, Store, UnknownRun
 from agentfsm.impl.llm import LlmClient
 from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.stores import is_postgres, open_store, sqlite_path
 from agentfsm.spec import Table, bundled_tables, load_table
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--store", metavar="PATH", help="journal every step and effect in this SQLite file (a durable "
-                                                     "run)")
+    run.add_argument("--store", metavar="URL", help="journal every step and effect in this store (a durable run): "
+                                                    "a SQLite file path, sqlite:///PATH or postgresql://...")
     run.add_argument("--resume", action="store_true", help="with --store: recover the run after a crash and "
                                                            "continue the script where the journal ends")
     run.add_argument("--run-id", default="run", metavar="ID", help="the run's id in the store (default: run)")
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                         "every step: previous and next configuration, event, reason, effects) and "
                                         "the run's current state, pending decisions and approvals. Exit 0, 1 when "
                                         "a journal is corrupt or torn, 2 on bad input.")
-    parser.add_argument("path", metavar="PATH", help="the SQLite store")
+    parser.add_argument("path", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
     parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -77,28 +77,28 @@ def _tools(table: Table, tool: Tool) -> dict[str, Tool]:
     return {a.name: tool for a in table.actions if a.effect == "external"}
 
 
-def _open_store(path: str, must_exist: bool) -> SqliteStore:
-    if must_exist and not Path(path).is_file():
-        raise BadInput(f"{path}: no such store")
+def _open_store(url: str, must_exist: bool, on_boundary: Boundary | None = None) -> Store:
+    """The store a path or URL names (``sqlite:///...``, ``postgresql://...``, or a plain path)."""
     try:
-        return SqliteStore(path)
+        if must_exist and not is_postgres(url) and not Path(sqlite_path(url)).is_file():
+            raise BadInput(f"{url}: no such store")
+        return open_store(url, on_boundary)
     except JournalError as exc:
         raise BadInput(str(exc)) from None
 
 
-def _open_run_store(args: argparse.Namespace) -> SqliteStore:
+def _open_run_store(args: argparse.Namespace) -> Store:
     """The run's store; ``--kill-at N`` (tests) SIGKILLs this process at its Nth write boundary."""
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
-    store = _open_store(args.store, must_exist=args.resume)
+    boundary: Boundary | None = None
     if args.kill_at is not None:
         points = iter(range(1, args.kill_at + 1))
 
         def boundary(phase: str, label: str) -> None:
             if next(points, None) == args.kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
-        store.on_boundary = boundary
-    return store
+    return _open_store(args.store, args.resume, boundary)
 
 
 def _decisions(items: list[str]) -> dict[str, str]:

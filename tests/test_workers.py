@@ -265,3 +265,16 @@ def test_a_tool_never_runs_when_its_lease_cannot_be_renewed() -> None:
     renewed: list[int] = []
     GuardedTool(tool, lease, lambda held: renewed.append(held.token)).run(EffectCall("r", "Note", "r/2/0", 1))
     assert renewed == [3] and ledger.executions() == {"r/2/0": 1}
+
+
+def test_a_durable_run_and_its_journal_take_store_urls(tmp_path: Path, pg_url: str, schema: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    demo = Path(__file__).parent.parent / "examples" / "loom-demo.yaml"
+    loom = Path(__file__).parent.parent / "spec" / "loom-agent.yaml"
+    for url in (f"sqlite:///{tmp_path}/run.db", f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schema}"):
+        assert main(["run", str(loom), "--script", str(demo), "--store", url, "--workdir", str(tmp_path)]) == 0
+        capsys.readouterr()
+        assert main(["journal", url, "--json"]) == 0
+        [run] = json.loads(capsys.readouterr().out)["runs"]
+        assert run["current"]["state"] == "ShuttingDown" and len(run["records"]) > 50
+    assert main(["journal", f"sqlite:///{tmp_path}/missing.db"]) == 2
