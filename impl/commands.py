@@ -60,11 +60,11 @@ def run_run(args: argparse.Namespace) -> int:
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)
-    if args.store is not None:
-        return durable_commands.run_durable(table, script, args, reporter)
-    if args.resume:
-        raise BadInput("--resume needs --store")
+    if args.store is None and (args.resume or args.decide):
+        raise BadInput("--resume and --decide need --store")
     if isinstance(script, EventScript):
+        if args.store is not None:
+            return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)
     if args.workdir is not None:
         workdir = Path(args.workdir)
@@ -93,6 +93,8 @@ def run_run(args: argparse.Namespace) -> int:
         return asyncio.run(player(Run(table, script, workdir, reporter, args.timeout, model,
                                       args.permission_policy)))
     try:
+        if args.store is not None:
+            return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model)
         return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model))
     except (ValueError, TypeError) as exc:  # the table lacks what the Loom driver maps (events, actions)
         raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None
