@@ -35,12 +35,13 @@ install_server() {
 # As root, run the server's tools as the postgres user; otherwise as ourselves. (The server
 # must not inherit the start lock's descriptor 9, or it would hold the lock while it runs.)
 as_owner() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  # (from /, which the postgres user can always enter, whatever the caller's directory)
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 cluster_dir() {
   local dir=$repo/.pg
-  if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$repo"; then
+  if [ "$(id -u)" = 0 ] && ! (cd / && runuser -u postgres -- test -x "$repo"); then
     dir=${TMPDIR:-/tmp}/agentfsm-pg-$(echo "$repo" | sha1sum | cut -c1-12)
   fi
   echo "$dir"
