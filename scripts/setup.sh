@@ -26,13 +26,27 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: please install ${missing[*]} (not root, so not installing them)" >&2
   fi
 fi
-# Mermaid's own parser checks the generated Mermaid diagrams (tests skip without npm).
+# npm packages, pinned by each directory's package-lock.json; installed again only when
+# the lock file is newer than the installed tree (tests that need them skip without npm).
+npm_ci() {  # DIR WHAT-FAILS
+  if [ ! "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" ]; then
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+      || { echo "setup: npm ci in $1 failed; $2 will fail" >&2; return 1; }
+  fi
+}
 if command -v npm >/dev/null 2>&1; then
-  lock=tests/mermaid/package-lock.json
-  if [ ! tests/mermaid/node_modules/.package-lock.json -nt "$lock" ]; then
-    (cd tests/mermaid && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
-      || echo "setup: npm ci in tests/mermaid failed; the Mermaid grammar test will fail" >&2
+  # Mermaid's own parser checks the generated Mermaid diagrams.
+  npm_ci tests/mermaid "the Mermaid grammar test" || true
+  # The TypeScript Loom agent of the conformance example: compiled to dist/ when a source
+  # is newer than the build.
+  example=examples/conformance
+  if npm_ci "$example" "the TypeScript conformance test"; then
+    if [ ! -e "$example/dist/adapter.js" ] \
+      || [ -n "$(find "$example" -maxdepth 1 \( -name '*.ts' -o -name '*.json' \) -newer "$example/dist/adapter.js")" ]; then
+      (cd "$example" && npm run build --silent) \
+        || echo "setup: npm run build in $example failed; the TypeScript conformance test will fail" >&2
+    fi
   fi
 else
-  echo "setup: npm not found; the Mermaid grammar test will be skipped" >&2
+  echo "setup: npm not found; the Mermaid grammar and TypeScript conformance tests will be skipped" >&2
 fi

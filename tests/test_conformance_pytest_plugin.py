@@ -18,10 +18,14 @@ def test_an_in_process_implementation(table: Table, vector: Vector) -> None:
     assert_conforms(table, vector, SemanticsHandler(table))
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+EXAMPLE_ADAPTER = ROOT / "examples" / "conformance" / "dist" / "adapter.js"
+
+
+@pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="node or npm is not installed")
 @conformance_vectors(LOOM, sets=["rows"])
 def test_an_adapter_process(table: Table, vector: Vector) -> None:
-    assert_conforms(table, vector, f"node {ROOT / 'examples' / 'conformance' / 'adapter.mjs'}")
+    assert EXAMPLE_ADAPTER.exists(), "the TypeScript example is not built: run scripts/setup.sh"
+    assert_conforms(table, vector, f"node {EXAMPLE_ADAPTER}")
 
 
 def test_a_failure_shows_the_trace(loom: Table) -> None:

@@ -10,7 +10,7 @@ One test per vector, named by its id, failing with the step-by-step trace::
 
 The implementation is either a callable from request to reply dicts (the adapter
 protocol without the pipes, in the same process) or a command line for an adapter
-process (``adapter="node adapter.mjs"``). Vectors come from a file (``vectors=``) or are
+process (``adapter="node dist/adapter.js"``). Vectors come from a file (``vectors=``) or are
 generated from the table when the tests are collected.
 """
 
