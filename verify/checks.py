@@ -8,8 +8,10 @@ raised a ``SemanticError`` has no successor and is reported by its own check.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentfsm.spec import Property, Table
 from agentfsm.spec.expr import Value
@@ -46,6 +48,7 @@ class Verdict:
     table: Table
     exploration: Exploration
     checks: list[CheckResult] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)   # per check, same order: for the benchmark
 
     @property
     def ok(self) -> bool:
@@ -64,18 +67,17 @@ class Verdict:
 
 def run_checks(ex: Exploration) -> Verdict:
     verdict = Verdict(ex.table, ex)
-    for kind in ("determinism", "bounds"):
-        verdict.checks.append(_step_errors(ex, kind))
-    verdict.checks.extend(_invariant(ex, k) for k in range(len(ex.table.invariants)))
-    verdict.checks.append(_deadlock(ex))
-    verdict.checks.append(_step_errors(ex, "transient"))
-    verdict.checks.append(_unreachable_states(ex))
-    verdict.checks.append(_dead_rows(ex))
-    for prop in ex.table.properties:
-        if prop.kind == "always-reachable":
-            verdict.checks.append(_always_reachable(ex, prop))
-        else:
-            verdict.checks.append(_no_cycle_within(ex, prop))
+    table = ex.table
+    runs: list[Callable[[], CheckResult]] = [partial(_step_errors, ex, k) for k in ("determinism", "bounds")]
+    runs += [partial(_invariant, ex, k) for k in range(len(table.invariants))]
+    runs += [partial(_deadlock, ex), partial(_step_errors, ex, "transient"), partial(_unreachable_states, ex),
+             partial(_dead_rows, ex)]
+    runs += [partial(_always_reachable if p.kind == "always-reachable" else _no_cycle_within, ex, p)
+             for p in table.properties]
+    for run in runs:
+        start = time.perf_counter()
+        verdict.checks.append(run())
+        verdict.seconds.append(time.perf_counter() - start)
     return verdict
 
 
