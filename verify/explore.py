@@ -179,6 +179,7 @@ class Exploration:
         self._outcome_site: list[tuple[int, int] | None] = []   # (state, label) when unhandled
         self._outcome_error: list[SemanticError | None] = []
         self._hits: list[int] = []
+        self.columns: dict[str, Any] = {}   # numpy views of the codes, filled by ``columns``
 
     @property
     def count(self) -> int:
@@ -190,9 +191,6 @@ class Exploration:
 
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
         return self.packing.unpack(self.codes[i])
-
-    def state_of(self, i: int) -> int:
-        return self.codes[i] & self.packing.state_mask
 
     def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
         if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
