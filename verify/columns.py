@@ -31,13 +31,8 @@ _BINARY: dict[str, Callable[[Any, Any], Any]] = {
 
 
 def codes(ex: Exploration) -> Column:
-    """The packed codes in configuration order (computed once per exploration)."""
-    cached = ex.columns.get("codes")
-    if cached is None:
-        wide = ex.packing.all >= 1 << 63
-        cached = np.array(ex.codes, dtype=object if wide else np.int64)
-        ex.columns["codes"] = cached
-    return cached
+    """The packed codes in configuration order."""
+    return ex.code_array()
 
 
 def states(ex: Exploration) -> npt.NDArray[np.int64]:
