@@ -1,6 +1,7 @@
 # make verify: set up .venv if needed, verify every bundled table, render its diagrams.
 # make test:   lint, type-check and run the test suite.
 # make bench:  speed and memory figures, as ratios to baselines measured in the same run.
+# make pg-start / pg-stop: the private PostgreSQL server the shared-store tests use.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams
+.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -32,10 +33,10 @@ explore: setup
 diagrams: setup
 	$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
 
-# Crash the durable runtime at every write boundary of every bundled table with external actions.
+# Crash the durable runtime at every write boundary of every bundled table (a table without
+# external actions is skipped with a note), with real SIGKILLs also during recovery.
 crash: setup
-	@for t in $(TABLES); do grep -q 'effect: external' $$t || continue; \
-	  $(BIN)/agentfsm crash $$t --kill 8 || exit 1; done
+	@printf '%s\n' $(TABLES) | xargs -P 2 -I TABLE $(BIN)/agentfsm crash TABLE --kill 8
 
 lint: setup
 	$(BIN)/ruff check .
@@ -54,6 +55,14 @@ bench: setup
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_durable.py
 	$(BIN)/python bench/explore_vs_spin.py
+	$(BIN)/python bench/bench_postgres.py
+
+# A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
+pg-start:
+	./scripts/postgres.sh start
+
+pg-stop:
+	./scripts/postgres.sh stop
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

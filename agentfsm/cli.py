@@ -11,12 +11,12 @@ from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
 from agentfsm.diagrams import commands as diagram_commands
 from agentfsm.impl import commands as impl_commands
-from agentfsm.impl import durable_commands
+from agentfsm.impl import durable_commands, worker_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
 from agentfsm.verify import conformance_commands, crash_commands
 
-PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, crash_commands,
+PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands,
          conformance_commands, diagram_commands]
 
 

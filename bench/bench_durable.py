@@ -11,13 +11,17 @@ that file system, which is why the baseline is measured there too, in the same r
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from agentfsm.impl.durable import DurableRun, Options
+from agentfsm.impl.durable_driver import DurableLink
 from agentfsm.impl.journal import canonical
+from agentfsm.impl.llm import Call, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.store_sqlite import SqliteStore, connect
 from agentfsm.spec import Table, load_table
 from agentfsm.verify.crash import CrashChecker
@@ -95,6 +99,7 @@ def main() -> None:
                 took = recovery(table, path)
                 label = f"snapshot every {every}" if every else "no snapshots"
                 print(f"  {3 * steps + 1:6d} records, {label:<18}: {took * 1000:8.1f} ms")
+        agent_figures(root)
     loom = load_table(LOOM)
     start = time.perf_counter()
     report = CrashChecker(loom).check()
@@ -103,6 +108,42 @@ def main() -> None:
     print(f"crash injection on loom-agent: {report.scenarios} scenarios, {report.crashes} crashes, "
           f"{report.double_crashes} double crashes in {took:.2f} s: {report.scenarios / took:.0f} scenarios/s, "
           f"{runs / took:.0f} crash-recoveries/s ({'ok' if report.ok else 'VIOLATIONS'})")
+
+
+def agent_run(root: Path, turns: int, store: SqliteStore | None) -> tuple[int, float]:
+    """Steps and seconds of a scripted Loom agent: per turn a streamed sentence with a read_file
+    call, then a short answer; durable when ``store`` is given."""
+    loom = load_table(LOOM)
+    (root / "notes.txt").write_text("notes\n")
+    sentence = " ".join(["word"] * 20)
+    replies: list[list[ReplyStep]] = []
+    for _ in range(turns):
+        replies += [[Say(sentence), Call("read_file", {"path": "notes.txt"})], [Say("done")]]
+    agent = LoomAgent(loom, ScriptedLlm(replies), config=LoomConfig(workdir=root, commit_hook=False),
+                      display=Transcript())
+    if store is not None:
+        DurableLink.create(agent, agent, store, "bench")
+
+    async def play() -> None:
+        async with agent:
+            for k in range(turns):
+                agent.send_input("go", event_id=f"input-{k}")
+                await agent.wait_idle()
+    start = time.perf_counter()
+    asyncio.run(play())
+    return len(agent.history), time.perf_counter() - start
+
+
+def agent_figures(root: Path, turns: int = 100) -> None:
+    steps, plain = agent_run(root, turns, None)
+    store = SqliteStore(root / "agent.db")
+    durable_count, durable = agent_run(root, turns, store)
+    records = store.version("bench")
+    store.close()
+    print(f"Loom agent (async driver, scripted LLM, read_file; {turns} turns, {steps} steps):")
+    print(f"  in memory: {steps / plain:9.0f} steps/s")
+    print(f"  durable on SQLite: {durable_count / durable:9.0f} steps/s ({records / durable_count:.2f} records per "
+          f"step), ratio to in memory {(durable_count / durable) / (steps / plain):.2f}")
 
 
 def _without_effects(table: Table) -> Table:

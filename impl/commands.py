@@ -12,6 +12,7 @@ from agentfsm.impl import durable_commands
 from agentfsm.impl.adapter import serve
 from agentfsm.impl.openai_client import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
+from agentfsm.impl.play_agents import PLAYERS, SETTINGS_OF, Run
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 
 from agentfsm.cliutil import BadInput, add_set_option, load_tables
@@ -36,6 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
                           "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
+    run.add_argument("--permission-policy", choices=("grant", "deny"), default="deny",
+                     help="answer to permission requests the script does not script, when stdin is not a "
+                          "terminal (on a terminal you are asked); default deny")
     add_set_option(run)
     durable_commands.add_run_options(run)
     run.set_defaults(func=run_run)
@@ -56,11 +60,11 @@ def run_run(args: argparse.Namespace) -> int:
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)
-    if args.store is not None:
-        return durable_commands.run_durable(table, script, args, reporter)
-    if args.resume:
-        raise BadInput("--resume needs --store")
+    if args.store is None and (args.resume or args.decide):
+        raise BadInput("--resume and --decide need --store")
     if isinstance(script, EventScript):
+        if args.store is not None:
+            return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)
     if args.workdir is not None:
         workdir = Path(args.workdir)
@@ -80,7 +84,17 @@ def run_run(args: argparse.Namespace) -> int:
             model = OpenAIClient(args.openai, args.model, os.environ.get("OPENAI_API_KEY"))
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+    player = PLAYERS.get(table.machine)
+    if player is not None:
+        unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
+        if unknown:
+            raise BadInput(f"{args.script}: setting {unknown[0]!r} does not apply to {table.machine} (it takes "
+                           f"{', '.join(sorted(SETTINGS_OF[table.machine]))})")
+        return asyncio.run(player(Run(table, script, workdir, reporter, args.timeout, model,
+                                      args.permission_policy)))
     try:
+        if args.store is not None:
+            return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model)
         return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model))
     except (ValueError, TypeError) as exc:  # the table lacks what the Loom driver maps (events, actions)
         raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None

@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentfsm.impl.engine import Engine, Outcome
 from agentfsm.spec.expr import Value
@@ -38,6 +38,8 @@ class Envelope:
     params: Mapping[str, Value] = field(default_factory=dict)
     payload: Any = None
     source: int | None = None  # the activity that fed it
+    event_id: str | None = None  # durable runs: a redelivered event with this id is a duplicate
+    effect: Any = None  # durable runs: the outcome of the external effect this event reports
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,32 @@ class ActionContext:
 Hook = Callable[[ActionContext], None]
 
 
+class Journal(Protocol):
+    """Makes a driver durable (``agentfsm.impl.durable_driver``): it steps the engine through a
+    journal and performs the table's external actions as effects, so the driver's own
+    handlers for them do not run."""
+
+    def step(self, envelope: Envelope) -> tuple[Outcome, int] | None:
+        """The journaled step and its sequence number; None when nothing was applied."""
+        ...
+
+    def flush(self) -> None:
+        """Start the effects the last step (or a recovery) made due."""
+        ...
+
+    def begin(self, key: str, retry: bool) -> bool:
+        """Make an effect's ``started`` durable right before it runs; False: it must not run."""
+        ...
+
+
 @dataclass
 class Activity:
     id: int
     name: str
     task: asyncio.Task[None] | None = None
 
-    def feed(self, driver: Driver, event: str, payload: Any = None, **params: Value) -> None:
-        driver.feed(event, payload=payload, source=self.id, **params)
+    def feed(self, driver: Driver, event: str, payload: Any = None, effect: Any = None, **params: Value) -> None:
+        driver.feed(event, payload, self.id, effect, None, **params)
 
 
 class _Control:
@@ -146,6 +166,7 @@ class Driver:
         self._waiters: list[tuple[asyncio.Future[None], Callable[[], bool]]] = []
         self._stopped = False
         self._halt = False
+        self.durability: Journal | None = None
         table = self.table
         for kind, names, known in (("action", self.actions, table.action_index),
                                    ("event", self.on_event, table.event_index),
@@ -168,7 +189,8 @@ class Driver:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def feed(self, event: str, payload: Any = None, source: int | None = None, **params: Value) -> None:
+    def feed(self, event: str, payload: Any = None, source: int | None = None, effect: Any = None,
+             event_id: str | None = None, **params: Value) -> None:
         """Queue an event for the engine (from the world, a handler or an activity).
 
         Raises ValueError for an event the table does not declare or parameters it does not admit.
@@ -180,7 +202,7 @@ class Driver:
             raise ValueError(f"{self.table.machine} has no event {event!r}")
         decl.param_values(params)
         if not self._stopped:
-            self._queue.put_nowait(Envelope(event, params, payload, source))
+            self._queue.put_nowait(Envelope(event, params, payload, source, event_id, effect))
 
     async def interrupt(self) -> None:
         """Ask the agent to stop what it is doing (``on_interrupt`` decides how); returns when handled."""
@@ -241,6 +263,10 @@ class Driver:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(entry)
 
+    def is_quiet(self) -> bool:
+        """No event waits for the engine and no activity runs."""
+        return (self._queue is None or self._queue.empty()) and not self._activities
+
     async def wait_idle(self) -> None:
         await self.wait_until(lambda: self.is_idle() and not self._activities)
 
@@ -273,10 +299,12 @@ class Driver:
             self._notify()
 
     def cancel(self, activity: Activity | None) -> None:
-        """Stop an activity and discard the events it queued and has not been stepped yet."""
-        if activity is None or activity.id not in self._activities:
+        """Stop an activity and discard the events it queued and has not been stepped yet (also once it ended)."""
+        if activity is None:
             return
         self._cancelled.add(activity.id)
+        if activity.id not in self._activities:
+            return
         self._activities.pop(activity.id, None)
         if activity.task is not None:
             activity.task.cancel()
@@ -293,6 +321,11 @@ class Driver:
     def on_interrupt(self) -> None:
         """Table-specific: bring the agent back to an idle state. The default cancels every activity."""
         self.cancel_all()
+
+    def on_shutdown(self) -> None:
+        """Table-specific: end the agent on shutdown. The default delivers ``shutdown_event``."""
+        if self.shutdown_event is not None and not self.engine.is_final:
+            self.apply(Envelope(self.shutdown_event))
 
     async def _run(self) -> None:
         assert self._queue is not None
@@ -311,13 +344,13 @@ class Driver:
         try:
             if control.kind == "interrupt":
                 self.on_interrupt()
-            elif self.shutdown_event is not None and not self.engine.is_final:
-                self.apply(Envelope(self.shutdown_event))
+            else:
+                self.on_shutdown()
         finally:
             if not control.done.done():
                 control.done.set_result(None)
         if control.kind == "shutdown":
-            if not self.engine.is_final:
+            if not self.is_done():
                 self.log.warning("%s: %s did not reach a final state on shutdown; stopping anyway",
                                  self.name, self.table.machine, extra={"agent": self.name})
             self._halt = True
@@ -347,15 +380,22 @@ class Driver:
                            extra={"agent": self.name, "event": envelope.event})
             return None
         previous = self.engine.state
+        seq = None
         try:
-            outcome = self.engine.step(envelope.event, **envelope.params)
-        except Exception as exc:  # a bug in a handler or a table that breaks its rules
+            if self.durability is None:
+                outcome = self.engine.step(envelope.event, **envelope.params)
+            else:
+                stepped = self.durability.step(envelope)
+                if stepped is None:
+                    return None
+                outcome, seq = stepped
+        except Exception as exc:  # a bug in a handler, a table that breaks its rules, a journal that fails
             self.failures.append(exc)
             self.log.error("%s: %s %s failed in %s: %s", self.name, envelope.event, dict(envelope.params),
                            previous, exc, extra={"agent": self.name, "machine": self.table.machine,
                                                  "event": envelope.event, "from_state": previous})
             return None
-        self._publish(previous, envelope, outcome)
+        self._publish(previous, envelope, outcome, seq)
         context = ActionContext(self, envelope, outcome)
         if outcome.status == "fired":
             hook = self.on_event.get(envelope.event)
@@ -365,16 +405,25 @@ class Driver:
             if entered is not None:
                 entered(context)
         for action in outcome.actions:
+            external = self.table.action_index[action].effect == "external"
             handler = self.actions.get(action)
+            if external and self.durability is not None:
+                continue  # performed as a journaled effect (flushed below)
             if handler is not None:
                 handler(context)
-            elif self.table.action_index[action].effect == "external":
+            elif external:
                 self.log.warning("%s: no handler for external action %s", self.name, action,
                                  extra={"agent": self.name, "action": action})
+        if self.durability is not None:
+            self.durability.flush()
         return outcome
 
-    def _publish(self, previous: str, envelope: Envelope, outcome: Outcome) -> None:
-        self._seq += 1
+    def halt(self) -> None:
+        """Stop the pump after the current item: automatic progress must stop (a durable anomaly)."""
+        self._halt = True
+
+    def _publish(self, previous: str, envelope: Envelope, outcome: Outcome, seq: int | None = None) -> None:
+        self._seq = self._seq + 1 if seq is None else seq
         change = StateChange(self._seq, previous, outcome.state, envelope.event, dict(envelope.params),
                              outcome.accepted, outcome.status, outcome.actions, outcome.vars)
         self.history.append(change)

@@ -64,12 +64,44 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class EffectCall:
-    """What a tool is asked to do; ``key`` stays the same across retries of one effect."""
+    """What a tool is asked to do; ``key`` stays the same across retries of one effect.
+    ``tool`` and ``args`` name one call of an action that fans out (a tool batch)."""
 
     run_id: str
     action: str
     key: str
     attempt: int
+    tool: str = ""
+    args: JSON = None
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One call of an action that fans out into several effects (ExecuteTools: one per tool
+    call), each with its own key ``RUN/SEQ/ID`` and its own idempotence (the tool's)."""
+
+    id: str
+    tool: str
+    idempotent: bool
+    args: JSON = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """An event that reports an effect's outcome: its ``completed`` record is written in the
+    same transaction as the event's, so an outcome is never durable without the event it
+    feeds back (nor the event without the outcome)."""
+
+    key: str
+    outcome: Literal["completed", "failed"]
+    result: JSON
+    via: str = "run"
+
+
+Performer = Callable[[Effect, bool], None]
+"""Performs an effect elsewhere (an async driver): called with the effect and whether it is a
+retry; it calls ``DurableRun.begin`` right before the effect runs and reports the outcome
+with the event it feeds back (``deliver(..., reports=Report(...))``)."""
 
 
 class Tool(Protocol):
@@ -86,18 +118,20 @@ class EngineStepper:
     """The runtime's Engine as the durable runtime's pure step: restored to the journaled
     configuration, stepped, and read back (one engine serves the whole run)."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, engine: Engine | None = None) -> None:
         self.table = table
-        self.engine = Engine(table)
+        self.engine = engine or Engine(table)
 
     def step(self, state: int, values: tuple[Value, ...], event: str, params: tuple[Value, ...]) -> StepResult:
         engine = self.engine
-        name = self.table.states[state].name
-        if engine.state != name or engine.values != values:   # replay and live steps continue in place
-            engine.restore(name, values)
+        engine.restore(self.table.states[state].name, values)
         outcome = engine.step_values(event, params)
         return StepResult(outcome.accepted, engine.state_index, engine.values, outcome.actions,
                           engine.last_rows, outcome.status)
+
+
+class DecisionError(ValueError):
+    """A user's decision that settles nothing (no such open question, or not a valid answer)."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +157,25 @@ class Delivery:
     seq: int = 0
 
 
+def table_approvals(table: Table) -> dict[str, float | None]:
+    """The actions the table marks as asking for approval (``approval:``), with their lifetimes."""
+    return {a.name: a.approval_lifetime for a in table.actions if a.approval}
+
+
+@dataclass(frozen=True)
+class Extra:
+    """What a driver adds to an event besides the table's parameters (see ``deliver``)."""
+
+    payload: JSON
+    calls: Mapping[str, Sequence[CallSpec]]
+    reports: Report | None
+
+
 @dataclass
 class Options:
     """``approvals`` maps each action that asks the user for approval to its lifetime in seconds
-    (None: never expires); ``snapshot_every`` writes a snapshot every N records (0: never)."""
+    (None: never expires), beside (and over) the actions the table marks ``approval:``;
+    ``snapshot_every`` writes a snapshot every N records (0: never)."""
 
     approvals: Mapping[str, float | None] = field(default_factory=dict)
     snapshot_every: int = 0
@@ -150,6 +199,9 @@ class DurableRun:
         self.stepper = stepper or EngineStepper(table)
         self.options = options or Options()
         self.last_snapshot = last_snapshot
+        self.performer: Performer | None = None
+        self.approvals = {**table_approvals(table), **self.options.approvals}
+        self.handed: set[str] = set()  # keys handed to the performer and not yet started
 
     # -- opening -------------------------------------------------------------------------
 
@@ -222,9 +274,9 @@ class DurableRun:
         return list(self.st.approvals.values())
 
     def decisions(self) -> list[Decision]:
-        found = [Decision("unknown-effect", e.key, f"{e.action} ({e.key}) may or may not have run: "
+        found = [Decision("unknown-effect", e.key, f"{e.tool or e.action} ({e.key}) may or may not have run: "
                           "its outcome is unknown; decide completed, failed or rerun")
-                 for e in self.st.effects.values() if e.status == "unknown"]
+                 for e in self.st.effects.values() if e.status == "unknown" and e.key not in self.handed]
         found += [Decision("approval-expired", a.id, f"the approval asked by {a.action} ({a.id}) expired "
                            "while the run was down; ask again") for a in self.st.approvals.values() if a.expired]
         if self.st.halted is not None:
@@ -267,28 +319,39 @@ class DurableRun:
                 self.reload()
         raise JournalError(f"run {self.run_id!r}: gave up after {self.options.max_conflicts} write conflicts")
 
-    def _entry(self, event: str, params: tuple[Value, ...], event_id: str | None) -> tuple[Entry, StepResult]:
+    def _entry(self, event: str, params: tuple[Value, ...], event_id: str | None, extra: Extra) -> tuple[
+            list[Entry], StepResult]:
         table = self.table
         st = self.st
         result = self.stepper.step(st.state, st.vars, event, params)
         here = config_json(table, st.state, st.vars)
         base: dict[str, JSON] = {"event": event, "params": table.event(event).param_dict(params),
                                  "event_id": event_id}
+        if extra.payload is not None:
+            base["payload"] = extra.payload
         now = self.options.clock()
+        before: list[Entry] = []
+        report = extra.reports
+        if report is not None:
+            base["reports"] = report.key
+            if self.st.effects[report.key].status not in ("completed", "failed"):
+                before.append(Entry(COMPLETED, {"key": report.key, "outcome": report.outcome, "result": report.result,
+                                                "via": report.via}, now))
         if result.status == "final":
-            return Entry(STALE, {**base, "state": here["state"], "reason": "the run has ended"}, now), result
+            return [*before, Entry(STALE, {**base, "state": here["state"], "reason": "the run has ended"}, now)], result
         if result.status == "rejected":
             reason = f"illegal event {event} in state {here['state']}: no row applies"
-            return Entry(ANOMALY, {**base, "state": here["state"], "reason": reason}, now), result
-        seq = st.version + 1
-        effects, approvals = [], []
+            return [*before, Entry(ANOMALY, {**base, "state": here["state"], "reason": reason}, now)], result
+        seq = st.version + len(before) + 1
+        effects: list[dict[str, JSON]] = []
+        approvals = []
         for call_id, name in enumerate(result.actions):
             action = table.action_index[name]
             key = f"{self.run_id}/{seq}/{call_id}"
             if action.effect == "external":
-                effects.append({"key": key, "action": name, "call_id": call_id, "idempotent": action.idempotent})
-            if name in self.options.approvals:
-                lifetime = self.options.approvals[name]
+                effects += self._effects(key, name, call_id, action.idempotent, extra.calls.get(name))
+            if name in self.approvals:
+                lifetime = self.approvals[name]
                 approvals.append({"id": key, "action": name,
                                   "expires_at": None if lifetime is None else now + lifetime})
         reason = ("; ".join(f"row {r.index}: {r.label()}" for r in result.rows)
@@ -297,25 +360,49 @@ class DurableRun:
                 "status": result.status, "reason": reason, "rows": [r.index for r in result.rows],
                 "actions": list(result.actions), "effects": effects, "approvals": approvals,
                 "answers": sorted(st.approvals)}
-        return Entry(STEP, body, now), result
+        return [*before, Entry(STEP, body, now)], result
+
+    def _effects(self, key: str, action: str, call_id: int, idempotent: bool,
+                 calls: Sequence[CallSpec] | None) -> list[dict[str, JSON]]:
+        """The effects of one emitted external action: itself, or one per call when it fans out."""
+        if calls is None:
+            return [{"key": key, "action": action, "call_id": call_id, "idempotent": idempotent}]
+        prefix = key.rsplit("/", 1)[0]
+        found: list[dict[str, JSON]] = []
+        keys: set[str] = set()
+        for j, call in enumerate(calls):
+            sub = f"{prefix}/{call.id}"
+            if sub in keys:   # a model may repeat a call id; keys must stay unique
+                sub = f"{sub}#{j}"
+            keys.add(sub)
+            found.append({"key": sub, "action": action, "call_id": call_id, "idempotent": call.idempotent,
+                          "tool": call.tool, "args": call.args})
+        return found
 
     def deliver(self, event: str, params: Mapping[str, object] | None = None,
-                event_id: str | None = None) -> Delivery:
+                event_id: str | None = None, *, payload: JSON = None,
+                calls: Mapping[str, Sequence[CallSpec]] | None = None, reports: Report | None = None) -> Delivery:
         """Apply one event durably and run the external effects it emits.
 
         ``event_id`` makes delivery idempotent: an event source that redelivers after a crash
-        gets ``duplicate`` for events already in the journal."""
+        gets ``duplicate`` for events already in the journal. ``payload`` is journaled with
+        the step (what the world said: a user's text, a model's response, a tool's result);
+        ``calls`` fans an emitted action out into one effect per call; ``reports`` names the
+        effect whose outcome this event reports (written in the same transaction)."""
         if event not in self.table.event_index:
             raise ValueError(f"{self.table.machine} has no event {event!r}")
         values = self.table.event(event).param_values(params or {})
+        if reports is not None and reports.key not in self.st.effects:
+            raise ValueError(f"no effect {reports.key!r} to report")
+        extra = Extra(payload, calls or {}, reports)
         for _ in range(self.options.max_conflicts):
             if event_id is not None and event_id in self.st.events:
                 return Delivery("duplicate", False, self.state, ())
             if self.st.halted is not None:
                 return Delivery("halted", False, self.state, ())
-            entry, result = self._entry(event, values, event_id)
+            entries, result = self._entry(event, values, event_id, extra)
             try:
-                [record] = self._append([entry])
+                record = self._append(entries)[-1]
             except Conflict:
                 self.reload()
                 continue
@@ -333,24 +420,43 @@ class DurableRun:
         return self.tools[effect.action]
 
     def _call(self, effect: Effect, attempt: int) -> EffectCall:
-        return EffectCall(self.run_id, effect.action, effect.key, attempt)
+        return EffectCall(self.run_id, effect.action, effect.key, attempt, effect.tool, effect.args)
+
+    def unreported(self) -> list[Effect]:
+        """Settled effects whose outcome no event has fed back yet (resolved by a status query
+        or by the user): a driver whose effects answer with events feeds these back."""
+        return [e for e in self.st.effects.values() if e.status in ("completed", "failed") and not e.reported]
 
     def _perform(self, effect: Effect, retry: bool = False) -> None:
-        """started (durable) -> the tool runs -> completed. The only place a tool runs."""
+        """started (durable) -> the tool runs -> completed. The only place a tool runs here; a
+        ``performer`` (the async driver) takes the effect instead and follows the same order."""
+        if self.performer is not None:
+            self.handed.add(effect.key)
+            self.performer(effect, retry)
+            return
+        call = self.begin(effect.key, retry)
+        if call is not None:
+            self._run_tool(call)
+
+    def begin(self, key: str, retry: bool = False) -> EffectCall | None:
+        """Make ``started`` durable; the call to perform, or None when the effect is no longer
+        waiting (another writer started or settled it)."""
+        self.handed.discard(key)
+        effect = self.st.effects[key]
         attempt = effect.attempts + 1
         before = effect.status
-        started = Entry(STARTED, {"key": effect.key, "attempt": attempt, "retry": retry}, self.options.clock())
-        if not self._append_retrying(started, lambda: self.st.effects[effect.key].status == before):
-            return
-        self._run_tool(effect.key, attempt)
+        started = Entry(STARTED, {"key": key, "attempt": attempt, "retry": retry}, self.options.clock())
+        if not self._append_retrying(started, lambda: self.st.effects[key].status == before):
+            return None
+        return self._call(self.st.effects[key], attempt)
 
-    def _run_tool(self, key: str, attempt: int) -> None:
-        effect = self.st.effects[key]
+    def _run_tool(self, call: EffectCall) -> None:
+        effect = self.st.effects[call.key]
         try:
-            result, outcome = self._tool(effect).run(self._call(effect, attempt)), "completed"
+            result, outcome = self._tool(effect).run(call), "completed"
         except Exception as exc:
             result, outcome = {"error": f"{type(exc).__name__}: {exc}"}, "failed"
-        self._complete(key, outcome, result, "run")
+        self._complete(call.key, outcome, result, "run")
 
     def _complete(self, key: str, outcome: str, result: JSON, via: str) -> None:
         entry = Entry(COMPLETED, {"key": key, "outcome": outcome, "result": result, "via": via}, self.options.clock())
@@ -404,9 +510,9 @@ class DurableRun:
             return
         effect = self.st.effects.get(id)
         if effect is None or effect.status != "unknown":
-            raise ValueError(f"no unknown effect {id!r} to decide")
+            raise DecisionError(f"no unknown effect {id!r} to decide")
         if decision not in ("completed", "failed", "rerun"):
-            raise ValueError(f"decide {id!r} as completed, failed or rerun, not {decision!r}")
+            raise DecisionError(f"decide {id!r} as completed, failed or rerun, not {decision!r}")
         self._append([Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())])
         if decision == "rerun":
             self._perform(self.st.effects[id])

@@ -4,16 +4,20 @@ mode of ``agentfsm run`` (``--store PATH [--resume]``)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.durable import DurableRun, EffectCall, StatusReply, Tool
+from agentfsm.impl.durable import DecisionError, DurableRun, EffectCall, StatusReply, Tool
 from agentfsm.impl.journal import JSON, CorruptJournal, JournalError, Record, RunExists, UnknownRun
-from agentfsm.impl.play import Reporter
-from agentfsm.impl.script import EventScript, Script
+from agentfsm.impl.llm import LlmClient
+from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
+from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.store_sqlite import SqliteStore
 from agentfsm.spec import Table, bundled_tables, load_table
 
@@ -21,11 +25,14 @@ from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--store", metavar="PATH", help="journal every step in this SQLite file (a durable run of an "
-                                                     "event script)")
+    run.add_argument("--store", metavar="PATH", help="journal every step and effect in this SQLite file (a durable "
+                                                     "run)")
     run.add_argument("--resume", action="store_true", help="with --store: recover the run after a crash and "
                                                            "continue the script where the journal ends")
     run.add_argument("--run-id", default="run", metavar="ID", help="the run's id in the store (default: run)")
+    run.add_argument("--decide", action="append", default=[], metavar="ID=DECISION",
+                     help="with --resume: settle a pending decision first: an unknown effect's key with "
+                          "completed, failed or rerun; an anomaly with continue (repeatable)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
 
 
@@ -79,10 +86,10 @@ def _open_store(path: str, must_exist: bool) -> SqliteStore:
         raise BadInput(str(exc)) from None
 
 
-def run_durable(table: Table, script: Script, args: argparse.Namespace, reporter: Reporter) -> int:
-    """Deliver an event script through a durable run; with ``--resume`` recover it first."""
-    if not isinstance(script, EventScript):
-        raise BadInput("--store runs event scripts ('events'); agent scripts are not durable yet")
+def _open_run_store(args: argparse.Namespace) -> SqliteStore:
+    """The run's store; ``--kill-at N`` (tests) SIGKILLs this process at its Nth write boundary."""
+    if args.decide and not args.resume:
+        raise BadInput("--decide needs --resume")
     store = _open_store(args.store, must_exist=args.resume)
     if args.kill_at is not None:
         points = iter(range(1, args.kill_at + 1))
@@ -91,20 +98,71 @@ def run_durable(table: Table, script: Script, args: argparse.Namespace, reporter
             if next(points, None) == args.kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
         store.on_boundary = boundary
-    tools = _tools(table, ReceiptTool(reporter))
+    return store
+
+
+def _decisions(items: list[str]) -> dict[str, str]:
+    decisions: dict[str, str] = {}
+    for item in items:
+        id, sep, decision = item.rpartition("=")
+        if not sep or not id or decision not in ("completed", "failed", "rerun", "continue"):
+            raise BadInput(f"--decide {item!r}: expected ID=completed, ID=failed, ID=rerun or ID=continue")
+        decisions[id] = decision
+    return decisions
+
+
+@contextlib.contextmanager
+def _journal_errors(args: argparse.Namespace) -> Iterator[None]:
+    """Opening a run: a run that exists (or not) is bad input; a journal that fails is a failure."""
     try:
-        if args.resume:
-            run = DurableRun.open(store, table, args.run_id, tools)
-            reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
-        else:
-            run = DurableRun.create(store, table, args.run_id, tools)
+        yield
     except RunExists:
         raise BadInput(f"{args.store}: run {args.run_id!r} exists; continue it with --resume") from None
     except UnknownRun:
         raise BadInput(f"{args.store}: no run {args.run_id!r} to resume") from None
     except JournalError as exc:
+        raise RunFailed(str(exc)) from None
+
+
+class RunFailed(Exception):
+    """The journal could not be read or written (corrupt, torn): reported, exit 1."""
+
+
+def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespace, reporter: Reporter,
+                      workdir: Path, model: LlmClient | None) -> int:
+    """Play an agent script through a durable run of the async driver; ``--resume`` recovers it first."""
+    store = _open_run_store(args)
+    durable = Durability(store, args.run_id, args.resume, _decisions(args.decide))
+    try:
+        with _journal_errors(args):
+            return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
+    except RunFailed as exc:
         reporter.note("error", str(exc))
         return EXIT_FAILED
+    except DecisionError as exc:
+        raise BadInput(str(exc)) from None
+    finally:
+        store.close()
+
+
+def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:
+    """Deliver an event script through a durable run; with ``--resume`` recover it first."""
+    store = _open_run_store(args)
+    tools = _tools(table, ReceiptTool(reporter))
+    try:
+        with _journal_errors(args):
+            if args.resume:
+                run = DurableRun.open(store, table, args.run_id, tools)
+                reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
+                for id, answer in _decisions(args.decide).items():
+                    run.decide(id, answer)
+            else:
+                run = DurableRun.create(store, table, args.run_id, tools)
+    except RunFailed as exc:
+        reporter.note("error", str(exc))
+        return EXIT_FAILED
+    except DecisionError as exc:
+        raise BadInput(str(exc)) from None
     for seq, (event, params) in enumerate(script.events, 1):
         previous = run.state
         try:
@@ -119,12 +177,10 @@ def run_durable(table: Table, script: Script, args: argparse.Namespace, reporter
             break
         reporter.step(StateChange(delivery.seq, previous, delivery.state, event, dict(params), delivery.accepted,
                                   delivery.status, delivery.actions, run.vars))
-    decisions = run.decisions()
-    for decision in decisions:
-        reporter.note("decision", f"{decision.kind} {decision.id}: {decision.message}")
-    reporter.note("done", f"final state {run.state}, version {run.version}, {len(decisions)} decision(s) pending")
+    pending = report_decisions(run, reporter)
+    reporter.note("done", f"final state {run.state}, version {run.version}, {len(run.decisions())} decision(s) pending")
     store.close()
-    return EXIT_FAILED if decisions else EXIT_OK
+    return EXIT_FAILED if pending else EXIT_OK
 
 
 def _table_for(machine: str, path: str | None) -> Table | None:

@@ -67,11 +67,15 @@ class Effect:
     attempts: int = 0
     result: JSON = None
     via: str = ""
+    tool: str = ""        # one call of an action that fans out: the tool and its arguments
+    args: JSON = None
+    reported: bool = False  # an event fed the outcome back (drivers whose effects answer with events)
 
     def to_json(self) -> dict[str, JSON]:
         return {"key": self.key, "action": self.action, "seq": self.seq, "call_id": self.call_id,
                 "idempotent": self.idempotent, "status": self.status, "attempts": self.attempts,
-                "result": self.result, "via": self.via}
+                "result": self.result, "via": self.via, "tool": self.tool, "args": self.args,
+                "reported": self.reported}
 
 
 @dataclass
@@ -168,13 +172,15 @@ def apply(table: Table, stepper: Stepper, st: RunState, record: Record, check: b
         raise ReplayError(record.run_id, record.seq, f"unknown record kind {kind!r}")
     if body.get("event_id"):
         st.events.add(str(body["event_id"]))
+    if body.get("reports") and kind in (STEP, ANOMALY, STALE):
+        _effect(st, record, "reports").reported = True
     st.version = record.seq
 
 
-def _effect(st: RunState, record: Record) -> Effect:
-    effect = st.effects.get(str(record.body["key"]))
+def _effect(st: RunState, record: Record, attr: str = "key") -> Effect:
+    effect = st.effects.get(str(record.body[attr]))
     if effect is None:
-        raise ReplayError(record.run_id, record.seq, f"no effect with key {record.body['key']!r}")
+        raise ReplayError(record.run_id, record.seq, f"no effect with key {record.body[attr]!r}")
     return effect
 
 
@@ -196,7 +202,8 @@ def _apply_step(table: Table, stepper: Stepper, st: RunState, record: Record, ch
     for answered in body.get("answers", ()):
         st.approvals.pop(str(answered), None)
     for e in body.get("effects", ()):
-        st.effects[e["key"]] = Effect(e["key"], e["action"], record.seq, int(e["call_id"]), bool(e["idempotent"]))
+        st.effects[e["key"]] = Effect(e["key"], e["action"], record.seq, int(e["call_id"]), bool(e["idempotent"]),
+                                      tool=str(e.get("tool", "")), args=e.get("args"))
     for a in body.get("approvals", ()):
         st.approvals[a["id"]] = Approval(a["id"], a["action"], record.seq, a["expires_at"])
 

@@ -175,7 +175,7 @@ class Engine:
         if len(values) != len(self.table.variables):
             raise ValueError(f"expected {len(self.table.variables)} variable values, got {len(values)}")
         for var, value in zip(self.table.variables, values, strict=True):
-            if type(value) is not (bool if var.type == "bool" else int) or value not in var.domain:
+            if not var.admits(value):
                 raise ValueError(f"value {value!r} is outside the domain of {var.name}")
         self.state = state
         self._values = tuple(values)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -193,6 +193,22 @@ def verify_snapshot(run_id: str, item: StoredSnapshot) -> Snapshot | None:
         return Snapshot(run_id, item.seq, item.link, json.loads(item.body_text))
     except ValueError:
         return None
+
+
+def load_verified(run_id: str, snapshots: Iterable[StoredSnapshot],
+                  stored_after: Callable[[int], Sequence[StoredRecord]]) -> Loaded:
+    """Recovery's read, for every store: the first snapshot (newest first) whose checksum holds
+    and the verified records after it, else every record from the start."""
+    for item in snapshots:
+        snap = verify_snapshot(run_id, item)
+        if snap is not None:
+            return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, stored_after(snap.seq))))
+    return Loaded(None, tuple(verify(run_id, "", 1, stored_after(0))))
+
+
+def write_label(entries: Sequence[Entry], snapshot: Mapping[str, JSON] | None) -> str:
+    """How a write names itself at its boundaries: its record kinds, and whether a snapshot goes with it."""
+    return "+".join(e.kind for e in entries) + (" +snapshot" if snapshot is not None else "")
 
 
 Boundary = Callable[[str, str], None]

@@ -110,6 +110,19 @@ class ResponseBuilder:
         return LlmResponse(self.partial_text(), tuple(calls), finish_reason)
 
 
+async def complete(client: LlmClient, request: LlmRequest, builder: ResponseBuilder) -> LlmResponse:
+    """Stream a whole reply into ``builder`` (the caller keeps it: an interrupt keeps its partial text).
+
+    A transport failure (``OSError``, ``ValueError``) is raised as an ``LlmError``.
+    """
+    try:
+        async for chunk in client.stream(request):
+            builder.add(chunk)
+        return builder.response()
+    except (OSError, ValueError) as exc:
+        raise LlmError(f"{type(exc).__name__}: {exc}") from exc
+
+
 # -- the scripted client ---------------------------------------------------------------
 
 
@@ -150,13 +163,21 @@ class ScriptedLlm:
         self.replies = [list(reply) for reply in replies]
         self.requests: list[LlmRequest] = []
         self._calls = 0
+        self._next = 0
 
     @property
     def remaining(self) -> int:
-        return len(self.replies) - len(self.requests)
+        return len(self.replies) - self._next
+
+    def skip(self, n: int) -> None:
+        """Pass over ``n`` replies a previous process already used (a resumed durable run)."""
+        for reply in self.replies[self._next:self._next + n]:
+            self._calls += sum(isinstance(step, Call) for step in reply)
+        self._next = min(len(self.replies), self._next + n)
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
-        number = len(self.requests)
+        number = self._next
+        self._next += 1
         self.requests.append(request)
         if number >= len(self.replies):
             raise LlmError(f"the script has no reply {number + 1} (it holds {len(self.replies)})", retryable=False)

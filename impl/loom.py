@@ -19,13 +19,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
-from agentfsm.impl.engine import Engine
+from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
+from agentfsm.impl.durable import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable_state import Effect
+from agentfsm.impl.engine import Engine, Outcome
+from agentfsm.impl.journal import JSON, STEP, Record
 from agentfsm.impl.llm import (
     LlmClient,
     LlmError,
@@ -33,6 +36,7 @@ from agentfsm.impl.llm import (
     LlmResponse,
     Message,
     ResponseBuilder,
+    TextChunk,
     ToolCall,
     ToolCallChunk,
 )
@@ -88,6 +92,28 @@ class LoomConfig:
 Hook = Callable[[Path, list[ToolResult]], Awaitable[bool]]
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A journaled effect an activity performs (durable runs): its key, and whether it is a retry."""
+
+    key: str
+    retry: bool = False
+
+
+def response_json(response: LlmResponse | None) -> JSON:
+    if response is None:
+        return None
+    return {"text": response.text, "finish_reason": response.finish_reason,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]}
+
+
+def response_from_json(data: JSON) -> LlmResponse | None:
+    if data is None:
+        return None
+    return LlmResponse(str(data["text"]), tuple(ToolCall(str(c["id"]), str(c["name"]), str(c["arguments"]))
+                                                 for c in data["tool_calls"]), data.get("finish_reason"))
+
+
 class LoomAgent(Driver):
     """A running Loom agent: ``send_input()``, ``interrupt()``, ``shutdown()`` and the monitoring API."""
 
@@ -119,9 +145,10 @@ class LoomAgent(Driver):
         self._results: list[ToolResult] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._last_error = ""
+        self._llm_effect: Pending | None = None
 
-    def send_input(self, text: str) -> None:
-        self.feed("UserInput", payload=text)
+    def send_input(self, text: str, event_id: str | None = None) -> None:
+        self.feed("UserInput", payload=text, event_id=event_id)
 
     # -- context, from accepted events ---------------------------------------------------
 
@@ -157,14 +184,32 @@ class LoomAgent(Driver):
 
     # -- actions -------------------------------------------------------------------------
 
+    # Each external action's work takes ``pending`` (None unless the run is durable): the
+    # activity then makes ``started`` durable right before acting and reports its outcome
+    # with the event it feeds back.
+
+    def _report(self, pending: Pending | None, outcome: Literal["completed", "failed"], result: JSON,
+                via: str = "run") -> Report | None:
+        return None if pending is None else Report(pending.key, outcome, result, via)
+
+    def _begin(self, pending: Pending | None) -> bool:
+        return pending is None or self.durability is None or self.durability.begin(pending.key, pending.retry)
+
     def _send_llm_request(self, ctx: ActionContext) -> None:
-        if self._interrupted:
-            self.feed("LlmCompleted", payload=None, tool_calls=0)
+        self._request_llm(None)
+
+    def _request_llm(self, pending: Pending | None) -> None:
+        if self._interrupted:  # the interrupted turn ends without calling the model
+            self.feed("LlmCompleted", payload=None, tool_calls=0,
+                      effect=self._report(pending, "completed", {"called": False, "response": None}, "interrupt"))
             return
         request = LlmRequest(tuple(self.conversation), self.toolbox.schemas())
-        self.spawn("llm", lambda activity: self._stream(activity, request))
+        self.spawn("llm", lambda activity: self._stream(activity, request, pending))
 
-    async def _stream(self, activity: Activity, request: LlmRequest) -> None:
+    async def _stream(self, activity: Activity, request: LlmRequest, pending: Pending | None) -> None:
+        if not self._begin(pending):
+            return
+        self._llm_effect = pending
         builder = self._partial = ResponseBuilder()
         try:
             async for chunk in self.llm.stream(request):
@@ -172,39 +217,53 @@ class LoomAgent(Driver):
                 activity.feed(self, "ToolCallDelta" if isinstance(chunk, ToolCallChunk) else "TextDelta",
                               payload=chunk)
             response = builder.response()
-        except LlmError as exc:
-            activity.feed(self, "LlmError", payload=exc.message)
-            return
-        except (OSError, ValueError) as exc:
-            activity.feed(self, "LlmError", payload=f"{type(exc).__name__}: {exc}")
+        except (LlmError, OSError, ValueError) as exc:
+            message = exc.message if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}"
+            activity.feed(self, "LlmError", payload=message,
+                          effect=self._report(pending, "failed", {"called": True, "error": message}))
             return
         activity.feed(self, "LlmCompleted", payload=response,
+                      effect=self._report(pending, "completed", {"called": True, "response": response_json(response)}),
                       tool_calls=min(len(response.tool_calls), self.max_tools))
 
     def _execute_tools(self, ctx: ActionContext) -> None:
-        self._semaphore = asyncio.Semaphore(max(1, self.config.tool_concurrency))
         for call in self._batch:
-            self.spawn(f"tool:{call.id}", functools.partial(self._run_tool, call=call))
+            self._start_tool(call, None)
 
-    async def _run_tool(self, activity: Activity, *, call: ToolCall) -> None:
+    def _start_tool(self, call: ToolCall, pending: Pending | None) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(max(1, self.config.tool_concurrency))
+        self.spawn(f"tool:{call.id}", functools.partial(self._run_tool, call=call, pending=pending))
+
+    async def _run_tool(self, activity: Activity, *, call: ToolCall, pending: Pending | None) -> None:
         assert self._semaphore is not None
         async with self._semaphore:
             if self._interrupted:
-                result, ran = ToolResult(call.id, call.name, INTERRUPTED, True), False
+                result, ran, via = ToolResult(call.id, call.name, INTERRUPTED, True), False, "interrupt"
+            elif not self._begin(pending):
+                return
             else:
-                result, ran = await self.toolbox.execute(call), True
-        activity.feed(self, "ToolCompleted", payload=result, mutating=ran and self.toolbox.mutating(call.name))
+                result, ran, via = await self.toolbox.execute(call), True, "run"
+        report = self._report(pending, "completed", asdict(result), via)
+        activity.feed(self, "ToolCompleted", payload=result, effect=report,
+                      mutating=ran and self.toolbox.mutating(call.name))
 
     def _run_post_tools_hook(self, ctx: ActionContext) -> None:
+        self._start_hook(None)
+
+    def _start_hook(self, pending: Pending | None) -> None:
         results = list(self._results)
 
         async def hook(activity: Activity) -> None:
+            if not self._begin(pending):
+                return
             try:
                 taken = await self.post_tools_hook(self.config.workdir, results)
             except OSError as exc:
                 self.log.warning("%s: post-tools hook failed: %s", self.name, exc, extra={"agent": self.name})
                 taken = False
-            activity.feed(self, "PostToolsHookCompleted", action_taken=taken)
+            activity.feed(self, "PostToolsHookCompleted", action_taken=taken,
+                          effect=self._report(pending, "completed", {"action_taken": taken}))
         self.spawn("post-tools-hook", hook)
 
     async def _commit(self, workdir: Path, results: list[ToolResult]) -> bool:
@@ -222,7 +281,10 @@ class LoomAgent(Driver):
         self.display.error(self._last_error)
 
     def _start_retry_timer(self, ctx: ActionContext) -> None:
-        delay = self.config.backoff(int(ctx.outcome.vars["retries"]))
+        self._arm_retry(int(ctx.outcome.vars["retries"]))
+
+    def _arm_retry(self, retries: int) -> None:
+        delay = self.config.backoff(retries)
 
         async def timer(activity: Activity) -> None:
             await asyncio.sleep(delay)
@@ -241,10 +303,101 @@ class LoomAgent(Driver):
             for activity in self.running("llm"):
                 self.cancel(activity)
                 partial = self._partial.partial_text()
-                self.feed("LlmCompleted", payload=LlmResponse(partial) if partial else None, tool_calls=0)
+                response = LlmResponse(partial) if partial else None
+                self.feed("LlmCompleted", payload=response, tool_calls=0, effect=self._report(
+                    self._llm_effect, "completed", {"called": True, "response": response_json(response)}, "interrupt"))
         elif state == "Error":
             for activity in self.running("retry-timer"):
                 self.cancel(activity)
                 self.feed("RetryTimeoutFired")
         # ExecutingTools: started tools complete, waiting ones see the flag and answer "Interrupted";
         # PostToolsHook: the hook completes. Either way the next SendLlmRequest ends the turn.
+
+    # -- durable runs (``agentfsm.impl.durable_driver.EffectAgent``) ----------------------
+
+    def payload_json(self, envelope: Envelope) -> JSON:
+        payload = envelope.payload
+        if isinstance(payload, LlmResponse):
+            return response_json(payload)
+        if isinstance(payload, ToolResult):
+            return asdict(payload)
+        if isinstance(payload, TextChunk):
+            return payload.text
+        return payload if isinstance(payload, str) else None
+
+    def _payload(self, event: str, data: JSON) -> Any:
+        """The payload ``payload_json`` journaled, as the hooks take it."""
+        if event == "LlmCompleted":
+            return response_from_json(data)
+        if event == "ToolCompleted":
+            return ToolResult(**data)
+        return TextChunk(data) if event == "TextDelta" else data
+
+    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
+        response = envelope.payload
+        if envelope.event != "LlmCompleted" or not isinstance(response, LlmResponse):
+            return {}
+        return {"ExecuteTools": [CallSpec(c.id, c.name, self.toolbox.idempotent(c.name),
+                                          {"id": c.id, "arguments": c.arguments})
+                                 for c in response.tool_calls[:self.max_tools]]}
+
+    def perform(self, effect: Effect, retry: bool) -> None:
+        pending = Pending(effect.key, retry)
+        if effect.action == "SendLlmRequest":
+            self._request_llm(pending)
+        elif effect.action == "ExecuteTools":
+            self._start_tool(ToolCall(str(effect.args["id"]), effect.tool, str(effect.args["arguments"])), pending)
+        elif effect.action == "RunPostToolsHook":
+            self._start_hook(pending)
+        else:
+            raise ValueError(f"the Loom agent has no effect {effect.action!r}")
+
+    def status_query(self, call: EffectCall) -> StatusReply | None:
+        return None  # neither the model, the built-in tools nor the commit hook can say what became of a call
+
+    def report_back(self, effect: Effect) -> None:
+        """Feed back an outcome settled without its event: by a status query or the user's decision."""
+        result = effect.result if isinstance(effect.result, dict) else {}
+        report = Report(effect.key, "completed" if effect.status == "completed" else "failed", effect.result,
+                        effect.via)
+        if effect.action == "SendLlmRequest":
+            response = response_from_json(result.get("response"))
+            if effect.status == "completed":
+                self.feed("LlmCompleted", payload=response, effect=report,
+                          tool_calls=min(len(response.tool_calls), self.max_tools) if response else 0)
+            else:
+                self.feed("LlmError", payload=str(result.get("error", "the request's outcome is unknown")),
+                          effect=report)
+        elif effect.action == "ExecuteTools":
+            call_id = str(effect.args["id"])
+            if "content" in result:
+                tool_result = ToolResult(call_id, effect.tool, str(result["content"]), bool(result.get("is_error")))
+            elif effect.status == "completed":
+                tool_result = ToolResult(call_id, effect.tool, "the process stopped while this ran; it completed "
+                                         f"(confirmed by {effect.via}) but its output is lost")
+            else:
+                tool_result = ToolResult(call_id, effect.tool, "the process stopped while this ran; its outcome "
+                                         f"is unknown and {effect.via} settled it as failed", True)
+            self.feed("ToolCompleted", payload=tool_result, effect=report, mutating=self.toolbox.mutating(effect.tool))
+        elif effect.action == "RunPostToolsHook":
+            self.feed("PostToolsHookCompleted", effect=report, action_taken=bool(result.get("action_taken")))
+
+    def restore(self, records: Sequence[Record]) -> None:
+        """Replay the journaled payloads through the context hooks (nothing is displayed again)."""
+        shown, self.display = self.display, Transcript()
+        try:
+            for record in records:
+                body = record.body
+                hook = self.on_event.get(str(body.get("event"))) if record.kind == STEP else None
+                if hook is None:
+                    continue
+                nxt = body["next"]
+                envelope = Envelope(body["event"], body["params"], self._payload(body["event"], body.get("payload")))
+                hook(ActionContext(self, envelope, Outcome(True, nxt["state"], nxt["vars"], tuple(body["actions"]),
+                                                           body["status"])))
+        finally:
+            self.display = shown
+
+    def resumed(self) -> None:
+        if self.engine.state == "Error":
+            self._arm_retry(int(self.engine.vars["retries"]))

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from agentfsm.impl.driver import StateChange
+from agentfsm.impl.driver import Driver, StateChange
+from agentfsm.impl.durable import DurableRun
+from agentfsm.impl.durable_driver import DurableLink
 from agentfsm.impl.engine import Engine, UnknownEvent
+from agentfsm.impl.journal import Store
 from agentfsm.impl.llm import LlmClient, ScriptedLlm
 from agentfsm.impl.loom import LoomAgent, LoomConfig
-from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.script import AgentScript, EventScript, Turn
 from agentfsm.impl.tools import ToolResult
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
@@ -58,40 +61,137 @@ class Reporter:
         self.note("tool", f"{result.name} {'failed' if result.is_error else 'ok'}: {first[:100]}")
 
 
+class Conversing(Protocol):
+    """An agent that takes user input."""
+
+    def send_input(self, text: str) -> None: ...
+    def state(self) -> str: ...
+    async def interrupt(self) -> None: ...
+
+
+async def play_turns(agent: Conversing, turns: Sequence[Turn], reporter: Reporter, timeout: float,
+                     ready: Callable[[], Awaitable[None]], ended: Callable[[], bool] = lambda: False) -> bool:
+    """Send each turn once ``ready()`` returns (until ``ended()``), interrupting where the script says.
+
+    Returns False when the run did not finish within ``timeout`` seconds.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            for turn in turns:
+                await ready()
+                if ended():
+                    break
+                reporter.note("user", turn.text)
+                agent.send_input(turn.text)
+                if turn.interrupt_after is not None:
+                    await asyncio.sleep(turn.interrupt_after)
+                    reporter.note("interrupt", f"after {turn.interrupt_after:g}s in {agent.state()}")
+                    await agent.interrupt()
+            await ready()
+    except TimeoutError:
+        reporter.note("error", f"the run did not finish within {timeout:g}s (state {agent.state()})")
+        return False
+    return True
+
+
+def report_failures(agent: Driver, reporter: Reporter) -> bool:
+    """Report the agent's failed activities; True when there were any."""
+    if agent.failures:
+        reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
+    return bool(agent.failures)
+
+
+def report_unused(llm: ScriptedLlm, reporter: Reporter) -> None:
+    if llm.remaining > 0:
+        reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
+
+
+@dataclass(frozen=True)
+class Durability:
+    """Play durably: journal in ``store`` as run ``run_id``; ``resume`` recovers it first,
+    applying the user's ``decisions`` (``{id: completed|failed|rerun|continue}``)."""
+
+    store: Store
+    run_id: str
+    resume: bool = False
+    decisions: Mapping[str, str] = field(default_factory=dict)
+
+
+class NumberedInputs:
+    """Sends a script's inputs as events ``input-N`` (from ``first``), so a resumed run knows which
+    inputs its journal already holds."""
+
+    def __init__(self, agent: LoomAgent, first: int) -> None:
+        self.agent = agent
+        self.number = first
+
+    def send_input(self, text: str) -> None:
+        self.number += 1
+        self.agent.send_input(text, event_id=f"input-{self.number}")
+
+    def state(self) -> str:
+        return self.agent.state()
+
+    async def interrupt(self) -> None:
+        await self.agent.interrupt()
+
+
+def _models_answered(run: DurableRun) -> int:
+    """How many scripted replies the journal's settled LLM requests used."""
+    return sum(1 for e in run.st.effects.values() if e.action == "SendLlmRequest"
+               and e.status in ("completed", "failed") and isinstance(e.result, dict) and e.result.get("called"))
+
+
+def report_decisions(run: DurableRun, reporter: Reporter) -> bool:
+    """Print what only the user can decide; whether there was anything."""
+    decisions = run.decisions()
+    for decision in decisions:
+        reporter.note("decision", f"{decision.kind} {decision.id}: {decision.message}")
+    if decisions:
+        reporter.note("hint", "decide with --resume --decide ID=DECISION (completed, failed, rerun; continue "
+                              "for an anomaly)")
+    return bool(decisions)
+
+
 async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter: Reporter,
-                     timeout: float, model: LlmClient | None = None) -> int:
+                     timeout: float, model: LlmClient | None = None, durable: Durability | None = None) -> int:
     """Send each input once the agent is idle; 0 when the run completed cleanly, 1 otherwise.
 
-    The scripted replies answer unless ``model`` (a real client) is given.
+    The scripted replies answer unless ``model`` (a real client) is given. A durable run
+    that resumes skips the inputs and replies its journal holds, and stops (1) when a
+    decision is the user's to make.
     """
     llm = ScriptedLlm(script.replies)
     config = LoomConfig(workdir=workdir, **script.settings)
     agent = LoomAgent(table, model or llm, config=config, display=reporter)
+    link = None
+    turns: Sequence[Turn] = script.inputs
+    speaker: Conversing = agent
+    if durable is not None:
+        link = DurableLink.open(agent, agent, durable.store, durable.run_id, durable.resume, durable.decisions)
+        run = link.run
+        if durable.resume:
+            reporter.note("resume", f"run {durable.run_id} recovered at version {run.version} in {run.state}")
+        if run.terminal:
+            reporter.note("done", f"the run has ended in {run.state}; nothing to do")
+            return 0
+        if report_decisions(run, reporter):
+            return 1
+        llm.skip(_models_answered(run))
+        sent = sum(1 for n in range(1, len(turns) + 1) if f"input-{n}" in run.st.events)
+        turns, speaker = turns[sent:], NumberedInputs(agent, sent)
     agent.add_listener(reporter.step)
-    failed = False
     async with agent:
-        try:
-            async with asyncio.timeout(timeout):
-                for turn in script.inputs:
-                    await agent.wait_idle()
-                    if agent.is_done():
-                        break
-                    reporter.note("user", turn.text)
-                    agent.send_input(turn.text)
-                    if turn.interrupt_after is not None:
-                        await asyncio.sleep(turn.interrupt_after)
-                        reporter.note("interrupt", f"after {turn.interrupt_after:g}s in {agent.state()}")
-                        await agent.interrupt()
-                await agent.wait_idle()
-        except TimeoutError:
-            reporter.note("error", f"the run did not finish within {timeout:g}s (state {agent.state()})")
-            failed = True
-    if agent.failures:
-        reporter.note("error", f"{len(agent.failures)} failure(s): {agent.failures[0]}")
+        if link is not None:
+            link.resume()
+        completed = await play_turns(speaker, turns, reporter, timeout, agent.wait_idle, agent.is_done)
+    failed = report_failures(agent, reporter) or not completed
+    if link is not None and report_decisions(link.run, reporter):
         failed = True
-    if model is None and llm.remaining > 0:
-        reporter.note("warning", f"{llm.remaining} scripted repl{'y' if llm.remaining == 1 else 'ies'} not used")
-    reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
+    if model is None:
+        report_unused(llm, reporter)
+    reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies"
+                  + ("" if link is None else f", journal version {link.run.version}"))
     return 1 if failed else 0
 
 

@@ -3,9 +3,12 @@
 Two kinds, told apart by their keys:
 
 - an **agent script** (``inputs`` and ``replies``) plays a user and a scripted LLM against
-  the table's agent (the Loom driver): each input is sent once the agent is idle again,
-  the model answers from ``replies`` in order; ``settings`` tune the agent (retry delays,
-  tool limits); ``interrupt_after`` interrupts a turn after that many seconds.
+  the table's agent (chosen by machine name; the Loom driver otherwise): each input is
+  sent once the agent is idle again, the model answers from ``replies`` in order;
+  ``settings`` tune the agent (retry delays, tool limits); ``interrupt_after`` interrupts
+  a turn after that many seconds. The vibework agent also reads ``permissions`` (the
+  user's verdicts: grant, deny, fail), ``answers`` (to the model's questions) and
+  ``allow`` (permission rules); the explorer/evaluator reads ``plan`` (``--plan``).
 - an **event script** (``events``) feeds the engine of any table directly, one event with
   its parameters per entry, and shows what the table decides.
 
@@ -20,12 +23,22 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
+from agentfsm.impl.prompts import ScriptedAnswer, ScriptedVerdict
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.expr import Value
 from agentfsm.spec.yamlio import load_document
 
-SETTINGS = {"retry_base": float, "retry_factor": float, "retry_max": float, "tool_concurrency": int,
-            "tool_timeout": float, "command_timeout": float, "commit_hook": bool, "system_prompt": str}
+SETTINGS: dict[str, type] = {
+    "retry_base": float, "retry_factor": float, "retry_max": float, "tool_concurrency": int, "tool_timeout": float,
+    "command_timeout": float, "commit_hook": bool, "system_prompt": str,
+    "tool_errors_fatal": bool, "max_depth": int,                           # vibework
+    "run_allowed": tuple, "max_output": int, "memory_limit": int,          # explorer/evaluator
+    "llm_retries": int, "retry_delay": float,
+    "call_timeout": float}                                                 # tool-call
+AGENT_KEYS = {"inputs", "replies", "settings", "workdir", "description", "permissions", "answers", "allow", "plan"}
+
+
+VERDICTS = ("grant", "deny", "fail")
 
 
 class ScriptError(ValueError):
@@ -44,6 +57,10 @@ class AgentScript:
     replies: tuple[tuple[ReplyStep, ...], ...]
     settings: Mapping[str, Any] = field(default_factory=dict)
     workdir: str | None = None
+    permissions: tuple[ScriptedVerdict, ...] | None = None  # None: nobody scripted them (ask the terminal)
+    answers: tuple[ScriptedAnswer, ...] | None = None
+    allow: tuple[str, ...] | None = None
+    plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,9 +95,9 @@ def parse_script(data: Any, file: str = "<script>") -> Script:
         if extra:
             raise fail(f"unknown key {sorted(extra)[0]!r} in an event script")
         return EventScript(tuple(_event(entry, i, fail) for i, entry in enumerate(_list(data, "events", fail), 1)))
-    extra = set(data) - {"inputs", "replies", "settings", "workdir", "description"}
+    extra = set(data) - AGENT_KEYS
     if extra:
-        raise fail(f"unknown key {sorted(extra)[0]!r} (expected inputs, replies, settings, workdir)")
+        raise fail(f"unknown key {sorted(extra)[0]!r} (expected {', '.join(sorted(AGENT_KEYS))})")
     inputs = tuple(_turn(entry, i, fail) for i, entry in enumerate(_list(data, "inputs", fail), 1))
     replies = tuple(_reply(entry, i, fail) for i, entry in enumerate(_list(data, "replies", fail), 1))
     settings = data.get("settings") or {}
@@ -91,14 +108,48 @@ def parse_script(data: Any, file: str = "<script>") -> Script:
         if want is None:
             raise fail(f"unknown setting {key!r} (known: {', '.join(SETTINGS)})")
         ok = isinstance(value, want) and not (want is not bool and isinstance(value, bool))
-        if want is float:
+        if want is tuple:
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            settings[key] = tuple(value) if ok else value
+        elif want is float:
             ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
         if not ok:
             raise fail(f"setting {key!r} must be {want.__name__}")
     workdir = data.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         raise fail("'workdir' must be a path")
-    return AgentScript(inputs, replies, settings, workdir)
+    permissions = None if data.get("permissions") is None else tuple(
+        _verdict(entry, i, fail) for i, entry in enumerate(_list(data, "permissions", fail), 1))
+    answers = None if data.get("answers") is None else tuple(
+        _answer(entry, i, fail) for i, entry in enumerate(_list(data, "answers", fail), 1))
+    allow = data.get("allow")
+    if allow is not None and not (isinstance(allow, list) and all(isinstance(a, str) for a in allow)):
+        raise fail("'allow' must be a list of tool-name patterns")
+    plan = data.get("plan", False)
+    if not isinstance(plan, bool):
+        raise fail("'plan' must be true or false")
+    return AgentScript(inputs, replies, settings, workdir, permissions, answers,
+                       None if allow is None else tuple(allow), plan)
+
+
+def _verdict(entry: Any, i: int, fail: Any) -> ScriptedVerdict:
+    if entry in VERDICTS:
+        return ScriptedVerdict(entry)
+    if isinstance(entry, dict) and entry.get("verdict") in VERDICTS and set(entry) <= {"verdict", "delay"} \
+            and _number(entry.get("delay", 0)):
+        return ScriptedVerdict(entry["verdict"], float(entry.get("delay", 0)))
+    raise fail(f"permission {i}: expected grant, deny, fail or {{verdict: ..., delay: SECONDS}}")
+
+
+def _answer(entry: Any, i: int, fail: Any) -> ScriptedAnswer:
+    if isinstance(entry, str):
+        return ScriptedAnswer((entry,))
+    if isinstance(entry, list) and all(isinstance(a, str) for a in entry):
+        return ScriptedAnswer(tuple(entry))
+    if isinstance(entry, dict) and set(entry) <= {"answers", "delay"} and _number(entry.get("delay", 0)) \
+            and isinstance(entry.get("answers"), list) and all(isinstance(a, str) for a in entry["answers"]):
+        return ScriptedAnswer(tuple(entry["answers"]), float(entry.get("delay", 0)))
+    raise fail(f"answer {i}: expected a string, a list of strings or {{answers: [...], delay: SECONDS}}")
 
 
 def _list(data: dict[str, Any], key: str, fail: Any) -> list[Any]:

@@ -10,7 +10,6 @@ so the crash checker can branch many crashes off one prefix.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -25,10 +24,11 @@ from agentfsm.impl.journal import (
     StoredRecord,
     StoredSnapshot,
     UnknownRun,
+    load_verified,
     seal,
     seal_snapshot,
     verify,
-    verify_snapshot,
+    write_label,
 )
 
 
@@ -47,6 +47,19 @@ class _Run:
     machine: str
     records: list[StoredRecord] = field(default_factory=list)
     snapshots: list[StoredSnapshot] = field(default_factory=list)
+    checked: list[tuple[StoredRecord, Record]] = field(default_factory=list)  # verified once, by identity
+
+    def verified(self, run_id: str) -> list[Record]:
+        """Every record, verified from record 1. Stored records are immutable, so each stored object
+        is verified once; one that was replaced (torn, corrupted) is verified again."""
+        checked, records = self.checked, self.records
+        n = 0
+        while n < min(len(checked), len(records)) and checked[n][0] is records[n]:
+            n += 1
+        del checked[n:]
+        fresh = verify(run_id, checked[-1][1].checksum if checked else "", n + 1, records[n:])
+        checked.extend(zip(records[n:], fresh, strict=True))
+        return [record for _, record in checked]
 
 
 class MemoryStore:
@@ -63,7 +76,9 @@ class MemoryStore:
     def clone(self) -> MemoryStore:
         """A store holding the same durable data, with fresh counters and no crash armed."""
         other = MemoryStore()
-        other._runs = copy.deepcopy(self._runs)
+        # stored records and snapshots are immutable: copying the lists copies the data
+        other._runs = {k: _Run(r.machine, list(r.records), list(r.snapshots), list(r.checked))
+                       for k, r in self._runs.items()}
         return other
 
     def arm(self, crash_at: int | None, tear: bool = False) -> None:
@@ -118,7 +133,7 @@ class MemoryStore:
             raise Conflict(run_id, expect, actual)
         link = run.records[-1].checksum if run.records else ""
         sealed = seal(run_id, link, expect + 1, entries)
-        label = "+".join(e.kind for e in entries) + (" +snapshot" if snapshot is not None else "")
+        label = write_label(entries, snapshot)
         self._boundary("before", label, run, sealed)
         run.records.extend(sealed)
         if snapshot is not None and sealed:
@@ -128,15 +143,12 @@ class MemoryStore:
 
     def load(self, run_id: str) -> Loaded:
         run = self._run(run_id)
-        for stored in reversed(run.snapshots):
-            snap = verify_snapshot(run_id, stored)
-            if snap is not None:
-                rest = [r for r in run.records if r.seq > snap.seq]
-                return Loaded(snap, tuple(verify(run_id, snap.link, snap.seq + 1, rest)))
-        return Loaded(None, tuple(verify(run_id, "", 1, run.records)))
+        if not run.snapshots:
+            return Loaded(None, tuple(run.verified(run_id)))  # the cached path crash injection leans on
+        return load_verified(run_id, reversed(run.snapshots), lambda after: [r for r in run.records if r.seq > after])
 
     def records(self, run_id: str, after: int = 0) -> list[Record]:
-        return [r for r in verify(run_id, "", 1, self._run(run_id).records) if r.seq > after]
+        return [r for r in self._run(run_id).verified(run_id) if r.seq > after]
 
     def discard_tail(self, run_id: str, seq: int) -> None:
         run = self._run(run_id)

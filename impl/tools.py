@@ -45,6 +45,7 @@ class Tool:
     parameters: Mapping[str, Any]  # JSON Schema of the arguments object
     run: Callable[[dict[str, Any]], Awaitable[str]]
     mutating: bool = False  # modifies the workspace: the post-tools hook runs after it
+    idempotent: bool = False  # running it again does no harm (read-only): a durable run may retry it
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function",
@@ -64,6 +65,10 @@ class Toolbox:
     def mutating(self, name: str) -> bool:
         tool = self.tools.get(name)
         return tool is not None and tool.mutating
+
+    def idempotent(self, name: str) -> bool:
+        tool = self.tools.get(name)
+        return tool is not None and tool.idempotent
 
     async def execute(self, call: ToolCall) -> ToolResult:
         tool = self.tools.get(call.name)
@@ -173,9 +178,9 @@ def builtin_tools(workdir: Path | str, command_timeout: float = 60.0) -> list[To
 
     path_arg = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
     return [
-        Tool("read_file", "Read a UTF-8 text file in the work directory.", path_arg, read_file),
+        Tool("read_file", "Read a UTF-8 text file in the work directory.", path_arg, read_file, idempotent=True),
         Tool("list_dir", "List a directory in the work directory (directories end with /).",
-             {"type": "object", "properties": {"path": {"type": "string"}}}, list_dir),
+             {"type": "object", "properties": {"path": {"type": "string"}}}, list_dir, idempotent=True),
         Tool("write_file", "Write a UTF-8 text file in the work directory, creating directories.",
              {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
               "required": ["path", "content"]}, write_file, mutating=True),

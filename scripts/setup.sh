@@ -9,11 +9,13 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' --config-settings editable_mode=strict
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
 # System tools: Graphviz's dot renders diagrams; spin cross-checks the verifier.
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
+# PostgreSQL's server: the store for several workers; its tests start a private cluster.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing ${missing[*]} from the system's packages"

@@ -368,7 +368,10 @@ class _Builder:
             spec = spec or {}
             effect = spec.get("effect", "internal")
             idempotent = spec.get("idempotent", effect == "internal")
-            result.append(Action(name, effect, idempotent, spec.get("description", "")))
+            approval = spec.get("approval", False)
+            lifetime = approval.get("lifetime") if isinstance(approval, dict) else None
+            result.append(Action(name, effect, idempotent, spec.get("description", ""), approval is not False,
+                                 None if lifetime is None else float(lifetime)))
         return tuple(result)
 
     def events(self) -> tuple[Event, ...]:

@@ -18,8 +18,29 @@ from agentfsm.spec.expr import Env, Expr, Type, Value
 WILDCARD = "*"
 
 
+class Ranged:
+    """What variables and parameters share: a type and an inclusive range (ints)."""
+
+    type: Type
+    lo: int
+    hi: int
+
+    @property
+    def domain(self) -> tuple[Value, ...]:
+        """Every value, in order (builds the whole range: for enumeration, not for checks)."""
+        if self.type == "bool":
+            return (False, True)
+        return tuple(range(self.lo, self.hi + 1))
+
+    def admits(self, value: object) -> bool:
+        """Whether ``value`` has the type and lies in the range, without building the range."""
+        if self.type == "bool":
+            return isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
+
+
 @dataclass(frozen=True)
-class Variable:
+class Variable(Ranged):
     name: str
     type: Type
     lo: int
@@ -27,30 +48,13 @@ class Variable:
     init: Value
     description: str = ""
 
-    @property
-    def domain(self) -> tuple[Value, ...]:
-        if self.type == "bool":
-            return (False, True)
-        return tuple(range(self.lo, self.hi + 1))
-
 
 @dataclass(frozen=True)
-class Param:
+class Param(Ranged):
     name: str
     type: Type
     lo: int
     hi: int
-
-    @property
-    def domain(self) -> tuple[Value, ...]:
-        if self.type == "bool":
-            return (False, True)
-        return tuple(range(self.lo, self.hi + 1))
-
-    def admits(self, value: object) -> bool:
-        if self.type == "bool":
-            return isinstance(value, bool)
-        return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class Action:
     effect: Literal["internal", "external"] = "internal"
     idempotent: bool = True
     description: str = ""
+    approval: bool = False                  # asks the user; pending until the next accepted event
+    approval_lifetime: float | None = None  # seconds an approval stays valid (None: no limit)
 
 
 @dataclass(frozen=True)

@@ -27,3 +27,11 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A PostgreSQL server for the shared-store tests: $AGENTFSM_TEST_PG_URL, else the private
+    cluster of scripts/postgres.sh (started if need be). Skips only when none can be started."""
+    from pg_support import server_url
+    return server_url()

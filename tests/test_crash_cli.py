@@ -29,6 +29,7 @@ def test_crash_json_with_real_kills(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert {"ok", "scenarios", "boundaries", "crashes", "double_crashes", "kills", "violations"} <= set(report)
     assert report["ok"] and report["kills"] == 2 and report["violations"] == []
+    assert report["recovery_kills"] == 2, "each killed run's recovery was killed in turn"
     assert report["crashes"] == report["boundaries"] > 0 and report["double_crashes"] > 0
 
 

@@ -130,3 +130,17 @@ def test_rule_violations_raise_and_leave_the_engine_unchanged(kind: str, rows: l
         engine.step("E")
     assert caught.value.kind == kind
     assert (engine.state, engine.values) == ("A", (0,))
+
+
+def test_restore_checks_a_huge_range_by_its_bounds() -> None:
+    table = build({"format": 1, "machine": "t", "states": {"A": {"initial": True}}, "events": {"E": {}},
+                   "variables": {"n": {"type": "int", "min": 0, "max": 10**15, "init": 0},
+                                 "b": {"type": "bool", "init": False}},
+                   "actions": {}, "transitions": [{"from": "A", "on": "E", "to": "A"}]})
+    engine = Engine(table)
+    engine.restore("A", (10**15, True))       # building the range would exhaust memory
+    assert engine.values == (10**15, True)
+    bad_values: list[tuple[object, object]] = [(10**15 + 1, True), (-1, False), (1, 1), (True, False), (0.0, False)]
+    for bad in bad_values:
+        with pytest.raises(ValueError, match="outside the domain"):
+            engine.restore("A", bad)  # type: ignore[arg-type]

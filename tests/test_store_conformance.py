@@ -1,4 +1,4 @@
-"""The contract every journal store keeps, run against each store (PostgreSQL joins by adding a kit).
+"""The contract every journal store keeps, run against each store: memory, SQLite, PostgreSQL.
 
 A kit makes a fresh store, reopens it as a new process would, and damages one stored
 record or snapshot on purpose (the only store-specific part: it speaks the store's own
@@ -8,6 +8,7 @@ storage, so the conformance tests themselves stay storage-neutral).
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,8 +17,9 @@ import pytest
 from agentfsm.impl.journal import Conflict, CorruptJournal, Entry, RunExists, Store, UnknownRun
 from agentfsm.impl.store_memory import MemoryStore
 from agentfsm.impl.store_sqlite import SqliteStore
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_support import fresh_schema
 
 
 @dataclass
@@ -67,12 +69,40 @@ def _memory_kit(tmp: Path) -> Kit:
     return Kit("memory", MemoryStore, reopen, _memory_damage_record, _memory_damage_snapshot)
 
 
+def _postgres_damage(url: str, schema: str, table: str) -> Callable[[Store, str, int], None]:
+    def damage(store: Store, run_id: str, seq: int) -> None:
+        import psycopg
+        from psycopg import sql
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("UPDATE {}.{} SET body = body || ' ' WHERE run_id = %s AND seq = %s").format(
+                sql.Identifier(schema), sql.Identifier(table)), (run_id, seq))
+    return damage
+
+
+def _postgres_kit(url: str, schema: str) -> Kit:
+    from agentfsm.impl.store_postgres import PostgresStore
+
+    def make() -> Store:
+        return PostgresStore(url, schema)
+
+    def reopen(store: Store) -> Store:
+        store.close()
+        return PostgresStore(url, schema)
+    return Kit("postgres", make, reopen, _postgres_damage(url, schema, "records"),
+               _postgres_damage(url, schema, "snapshots"))
+
+
 KITS = {"memory": _memory_kit, "sqlite": _sqlite_kit}
 
 
-@pytest.fixture(params=sorted(KITS))
+@pytest.fixture(params=[*sorted(KITS), "postgres"])
 def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
-    yield KITS[request.param](tmp_path)
+    if request.param != "postgres":
+        yield KITS[request.param](tmp_path)
+        return
+    url = request.getfixturevalue("pg_url")
+    with fresh_schema(url) as schema:
+        yield _postgres_kit(url, schema)
 
 
 def entry(n: int, kind: str = "step") -> Entry:
@@ -200,25 +230,37 @@ def test_runs_are_independent(kit: Kit) -> None:
     assert store.runs() == ["a", "b"]
 
 
-@settings(max_examples=25, deadline=None)
+@pytest.fixture(params=[*sorted(KITS), "postgres"])
+def store_maker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+        Callable[[], Store]]:
+    """A fresh store per example (PostgreSQL: one schema for all, each example on its own run)."""
+    if request.param == "memory":
+        yield MemoryStore
+    elif request.param == "sqlite":
+        yield lambda: SqliteStore(tmp_path_factory.mktemp("model") / "j.db")
+    else:
+        url = request.getfixturevalue("pg_url")
+        with fresh_schema(url) as schema:
+            yield _postgres_kit(url, schema).make
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(1, 3), st.integers(-1, 1), st.booleans()), max_size=12))
-def test_appends_match_a_list_model(tmp_path_factory: pytest.TempPathFactory,
-                                    ops: list[tuple[int, int, bool]]) -> None:
-    for make in (lambda p: MemoryStore(), lambda p: SqliteStore(p / "j.db")):
-        store: Store = make(tmp_path_factory.mktemp("model"))
-        store.create("r", "m", entry(0, "created"))
-        model = [0]
-        for count, skew, snap in ops:
-            batch = [entry(len(model) + i) for i in range(count)]
-            try:
-                store.append("r", len(model) + skew, batch, snapshot={"n": len(model) + count} if snap else None)
-            except Conflict:
-                assert skew != 0
-                continue
-            assert skew == 0
-            model += [e.body["n"] for e in batch]
-        assert [r.body["n"] for r in store.records("r")] == model
-        loaded = store.load("r")
-        start = loaded.snapshot.seq if loaded.snapshot else 0
-        assert [r.seq for r in loaded.records] == list(range(start + 1, len(model) + 1))
-        store.close()
+def test_appends_match_a_list_model(store_maker: Callable[[], Store], ops: list[tuple[int, int, bool]]) -> None:
+    store, r = store_maker(), uuid.uuid4().hex
+    store.create(r, "m", entry(0, "created"))
+    model = [0]
+    for count, skew, snap in ops:
+        batch = [entry(len(model) + i) for i in range(count)]
+        try:
+            store.append(r, len(model) + skew, batch, snapshot={"n": len(model) + count} if snap else None)
+        except Conflict:
+            assert skew != 0
+            continue
+        assert skew == 0
+        model += [e.body["n"] for e in batch]
+    assert [rec.body["n"] for rec in store.records(r)] == model
+    loaded = store.load(r)
+    start = loaded.snapshot.seq if loaded.snapshot else 0
+    assert [rec.seq for rec in loaded.records] == list(range(start + 1, len(model) + 1))
+    store.close()

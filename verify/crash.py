@@ -12,6 +12,8 @@ ledger outside the store. The verdict per recovered run:
 - ``outcome``: final state, variables, journaled events or an effect's outcome differ from
   the crash-free run, unless the effect is an explicit ``unknown`` decision for the user;
 - ``approval-skipped``: a pending approval of the crash-free run is not pending;
+- ``approval-lifetime``: restarted after a pending approval's lifetime, the approval is not
+  surfaced as expired (its lifetime was not re-validated);
 - ``sequence``: the journal does not verify, or does not extend what was durable at the crash;
 - ``terminal-reexecuted``: recovery of a finished run wrote or ran anything;
 - ``recovery-error``: recovery raised;
@@ -25,7 +27,7 @@ idempotent, else left to the user) and ``status`` (the tool can say whether a ke
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentfsm.impl.durable import DurableRun, Options
@@ -59,7 +61,9 @@ class CrashReport:
     crashes: int = 0
     double_crashes: int = 0
     kills: int = 0
+    recovery_kills: int = 0  # real SIGKILLs during the recovery of a killed run
     races: int = 0
+    approvals: int = 0  # scenarios that end with an approval pending (checked across restarts)
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -69,7 +73,9 @@ class CrashReport:
     def to_json(self) -> dict[str, JSON]:
         return {"ok": self.ok, "machine": self.machine, "configurations": self.configurations,
                 "scenarios": self.scenarios, "boundaries": self.boundaries, "crashes": self.crashes,
-                "double_crashes": self.double_crashes, "kills": self.kills, "races": self.races,
+                "double_crashes": self.double_crashes, "kills": self.kills,
+                "recovery_kills": self.recovery_kills, "races": self.races,
+                "approvals": self.approvals,
                 "violations": [v.to_json() for v in self.violations]}
 
 
@@ -205,7 +211,7 @@ class CrashChecker:
     def _durable_view(self, store: MemoryStore) -> tuple[list[str], bool]:
         """Checksums of what survived the crash, and whether the run was already finished."""
         try:
-            view = DurableRun.attach(store.clone(), self.table, RUN, ledger_tools(self.table, MemoryLedger(), False))
+            view = DurableRun.attach(store, self.table, RUN, ledger_tools(self.table, MemoryLedger(), False))
             return [r.checksum for r in store.records(RUN)], view.terminal
         except JournalError:
             return [], False
@@ -226,6 +232,9 @@ class CrashChecker:
             return
         boundaries = len(ref_store.trace)
         self.report.boundaries += boundaries
+        if ref.approvals:
+            self.report.approvals += 1
+            self._lifetimes(name, ref_store.clone(), ref_ledger.clone(), mode)
         for point in range(1, boundaries + 1):
             phase, what = ref_store.trace[point - 1][1:]
             where = f"{name}; crash {phase} write '{what}' (boundary {point})"
@@ -243,6 +252,28 @@ class CrashChecker:
             passed = self._judge(where, ref, once, once_ledger, mode, events, durable, terminal)
             for again in range(1, passed + 1):
                 self._double(where, again, ref, crashed, crashed_ledger, mode, events, durable, terminal)
+
+    def _lifetimes(self, where: str, store: MemoryStore, ledger: MemoryLedger, mode: str) -> None:
+        """Restart once every pending approval's lifetime has passed: each must come back as an
+        ``approval-expired`` decision, neither answered nor dropped."""
+        pending = DurableRun.attach(store.clone(), self.table, RUN, ledger_tools(self.table, MemoryLedger(), False),
+                                    options=self.options).pending_approvals
+        timed = {a.id: a.expires_at for a in pending if a.expires_at is not None and not a.expired}
+        if not timed:
+            return
+        later = max(t for t in timed.values() if t is not None) + 1.0
+        where = f"{where}; restart after the approvals' lifetime"
+        try:
+            run = self.runtime.open(store, self.table, RUN, ledger_tools(self.table, ledger, mode == "status"),
+                                    options=replace(self.options, clock=lambda: later))
+        except Exception as exc:
+            self.violate("recovery-error", where, f"{type(exc).__name__}: {exc}")
+            return
+        expired = {d.id for d in run.decisions() if d.kind == "approval-expired"}
+        missing = sorted(set(timed) - expired)
+        if missing:
+            self.violate("approval-lifetime", where, f"approvals {missing} outlived their lifetime across the "
+                                                     "restart without being surfaced as expired")
 
     def _double(self, where: str, again: int, ref: Observed, crashed: MemoryStore, ledger: MemoryLedger,
                 mode: str, events: Sequence[Label], durable: Sequence[str], terminal: bool) -> None:

@@ -26,11 +26,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="only configurations whose shortest prefix has at most N events")
     parser.add_argument("--kill", type=int, default=0, metavar="N",
-                        help="add N scenarios where a real child process is SIGKILLed and recovered from SQLite")
+                        help="add N scenarios where a real child process is SIGKILLed during a step, a second one "
+                             "during its recovery, and the run is recovered from SQLite")
     parser.add_argument("--snapshot-every", type=int, default=0, metavar="N",
                         help="write a snapshot every N records (recovery then starts from it)")
     parser.add_argument("--approval", action="append", default=[], metavar="ACTION[=SECONDS]",
-                        help="an action that asks the user for approval, with its lifetime (repeatable)")
+                        help="an action that asks the user for approval, with its lifetime (repeatable; "
+                             "besides the actions the table marks 'approval:')")
     add_set_option(parser)
     parser.set_defaults(func=run_crash)
 
@@ -51,7 +53,9 @@ def parse_approvals(items: list[str], actions: set[str]) -> dict[str, float | No
 def print_report(report: CrashReport) -> None:
     print(f"{report.machine}: {report.configurations} configurations, {report.scenarios} scenarios, "
           f"{report.boundaries} boundaries, {report.crashes} crashes, {report.double_crashes} crashes during "
-          f"recovery, {report.races} races, {report.kills} SIGKILLs")
+          f"recovery, {report.races} races, {report.kills} SIGKILLs ({report.recovery_kills} more during "
+          f"recovery), {report.approvals} scenarios with a pending "
+          "approval")
     for v in report.violations[:20]:
         print(f"  {v.kind}: {v.scenario}\n    {v.message}")
     if len(report.violations) > 20:
@@ -65,6 +69,10 @@ def run_crash(args: argparse.Namespace) -> int:
     if args.kill < 0 or args.snapshot_every < 0:
         raise BadInput("--kill and --snapshot-every must be 0 or more")
     [table] = load_tables([args.table], args.overrides)
+    if not any(a.effect == "external" for a in table.actions):
+        message = f"{table.machine}: no external actions, nothing a crash could run twice; skipped"
+        print(json.dumps({"ok": True, "machine": table.machine, "skipped": message}) if args.json else message)
+        return EXIT_OK
     approvals = parse_approvals(args.approval, {a.name for a in table.actions})
     checker = CrashChecker(table, approvals=approvals, depth=args.depth)
     checker.options.snapshot_every = args.snapshot_every

@@ -2,8 +2,9 @@
 
 The child kills itself with SIGKILL from the store's boundary hook (no cleanup, no flush,
 exactly as ``kill -9`` from outside), its tools writing to a ledger file that is fsynced
-per execution. The parent then recovers the run from the SQLite file, lets the event
-source redeliver, and judges the result against the crash-free run like a simulated crash.
+per execution. A second child then recovers the run from the SQLite file (and lets the
+event source redeliver) and is itself SIGKILLed at a boundary of that recovery. The parent
+finally recovers and judges the result against the crash-free run like a simulated crash.
 A child that does not die at its boundary, or hangs, is a reported violation.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,8 +36,9 @@ def _events(table_events: Sequence[Label]) -> str:
 
 
 def child(argv: Sequence[str]) -> int:
-    """``TABLE OVERRIDES DB LEDGER KILL_AT EVENTS APPROVALS``: run, and die at boundary KILL_AT."""
-    table_path, overrides, db, ledger, kill_at, events, approvals = argv
+    """``MODE TABLE OVERRIDES DB LEDGER KILL_AT EVENTS APPROVALS``: run (MODE ``run``) or recover
+    (``recover``) and deliver the events, dying at boundary KILL_AT (0: never; counts them)."""
+    mode, table_path, overrides, db, ledger, kill_at, events, approvals = argv
     table = load_table(table_path, json.loads(overrides))
     count = 0
 
@@ -46,10 +49,12 @@ def child(argv: Sequence[str]) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
     store = SqliteStore(db, on_boundary=boundary)
     tools = ledger_tools(table, FileLedger(Path(ledger)), False)
-    run = DurableRun.create(store, table, RUN, tools, options=Options(approvals=json.loads(approvals),
-                                                                     clock=lambda: 0.0))
+    options = Options(approvals=json.loads(approvals), clock=lambda: 0.0)
+    opener = DurableRun.open if mode == "recover" else DurableRun.create
+    run = opener(store, table, RUN, tools, options=options)
     for k, (name, values) in enumerate(json.loads(events)):
         run.deliver(name, table.event(name).param_dict(tuple(values)), event_id=f"e{k + 1}")
+    print(count)
     return 0
 
 
@@ -79,10 +84,52 @@ def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, i
     return [pool[(k * len(pool)) // n] for k in range(min(n, len(pool)))]
 
 
+class _Children:
+    """Child processes of one kill scenario, in one temporary directory."""
+
+    def __init__(self, checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], tmp: Path,
+                 events: Sequence[Label]) -> None:
+        self.checker = checker
+        self.head = [sys.executable, "-m", "agentfsm.verify.crash_kill"]
+        self.tail = [str(Path(table_path).resolve()), json.dumps(dict(overrides))]
+        self.rest = [_events(events), json.dumps(dict(checker.options.approvals))]
+        self.tmp = tmp
+
+    def run(self, mode: str, kill_at: int, where: str, directory: Path | None = None) -> (
+            subprocess.CompletedProcess[str] | None):
+        place = directory or self.tmp
+        argv = [*self.head, mode, *self.tail, str(place / "journal.db"), str(place / "ledger"), str(kill_at),
+                *self.rest]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=self.tmp)
+        except subprocess.TimeoutExpired:
+            self.checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
+            return None
+        if kill_at and proc.returncode != -signal.SIGKILL:
+            self.checker.violate("kill", where, f"the child exited with {proc.returncode}, not SIGKILL: "
+                                 f"{proc.stderr.strip()[-300:]}")
+            return None
+        return proc
+
+    def recovery_boundaries(self, where: str) -> int:
+        """How many write boundaries recovering the killed run passes (on a copy: nothing runs twice)."""
+        dry = self.tmp / "dry"
+        dry.mkdir()
+        for name in ("journal.db", "journal.db-wal", "ledger"):
+            if (self.tmp / name).exists():
+                shutil.copy(self.tmp / name, dry / name)
+        proc = self.run("recover", 0, where, dry)
+        if proc is None or proc.returncode != 0:
+            return 0
+        return int(proc.stdout.split()[-1])
+
+
 def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], n: int) -> None:
-    """Run ``n`` SIGKILL scenarios and add them (and their violations) to the checker's report."""
+    """Run ``n`` SIGKILL scenarios and add them (and their violations) to the checker's report: each
+    kills the run at a boundary of its step, then kills its recovery at one of that recovery's
+    boundaries (spread over them), then recovers for good."""
     table = checker.table
-    for prefix, label, before, point in pick(checker, n):
+    for k, (prefix, label, before, point) in enumerate(pick(checker, n)):
         events = [*prefix, label]
         where = f"{describe_scenario(table, prefix, label)}; SIGKILL at boundary {point} of the step"
         base, ledger = checker.prefix(prefix, "plain")
@@ -90,21 +137,19 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
         checker.deliver(ref_run, events, first=len(prefix))
         ref = observe(ref_run)
         with tempfile.TemporaryDirectory(prefix="agentfsm-kill-") as tmp:
-            db, ledger_path = Path(tmp) / "journal.db", Path(tmp) / "ledger"
-            argv = [sys.executable, "-m", "agentfsm.verify.crash_kill", str(Path(table_path).resolve()),
-                    json.dumps(dict(overrides)), str(db), str(ledger_path), str(before + point), _events(events),
-                    json.dumps(dict(checker.options.approvals))]
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=tmp)
-            except subprocess.TimeoutExpired:
-                checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
-                continue
-            if proc.returncode != -signal.SIGKILL:
-                checker.violate("kill", where, f"the child exited with {proc.returncode}, not SIGKILL: "
-                                 f"{proc.stderr.strip()[-300:]}")
+            children = _Children(checker, table_path, overrides, Path(tmp), events)
+            if children.run("run", before + point, where) is None:
                 continue
             checker.report.kills += 1
-            world = FileLedger(ledger_path)
+            passes = children.recovery_boundaries(where)
+            if passes:
+                again = 1 + (k * 7) % passes
+                where = f"{where}, then at boundary {again} of {passes} of its recovery"
+                if children.run("recover", again, where) is None:
+                    continue
+                checker.report.recovery_kills += 1
+            world = FileLedger(Path(tmp) / "ledger")
+            db = Path(tmp) / "journal.db"
             try:
                 store = SqliteStore(db)
                 run = DurableRun.open(store, table, RUN, ledger_tools(table, world, False), options=checker.options)

@@ -1,0 +1,191 @@
+"""The explorer/evaluator's ``$(name argument)`` commands (seed 001): finding them in a reply, running them.
+
+Replies are scanned for ``$(`` with balanced parentheses (an answer may mention
+``support_for_extension()``); double-quoted text does not count parentheses. Exploration
+commands (``view``, ``text-search``, ``run``) run confined to a work directory: paths
+must stay inside it, ``run`` takes an argument list (``shlex``, never a shell) whose
+program is on an allow list, with a timeout, and every output is capped. The evaluator
+may not explore: a ``$(view ...)`` from it, or a command written as markdown
+(`` `view file.rs` ``, as the seed's models did), is a protocol violation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentfsm.impl.tools import ToolError, Workspace, run_process
+
+EXPLORE = ("view", "text-search", "run")
+MEMORY = ("keep", "drop", "note")
+CONCLUDE = ("answer", "done")
+_BACKTICKED = re.compile(r"`(?:view|text-search|run)\s[^`\n]*`")
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    argument: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.argument}".strip()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One LLM reply, parsed: its commands by kind, and the prose left when they are removed."""
+
+    text: str
+    commands: tuple[Command, ...]
+    prose: str
+
+    def of(self, names: Sequence[str]) -> list[Command]:
+        return [c for c in self.commands if c.name in names]
+
+    @property
+    def explores(self) -> bool:
+        return bool(self.of(EXPLORE))
+
+    @property
+    def conclusion(self) -> Command | None:
+        found = self.of(CONCLUDE)
+        return found[0] if found else None
+
+    @property
+    def markdown_commands(self) -> list[str]:
+        return _BACKTICKED.findall(self.text)
+
+
+def parse_reply(text: str) -> Reply:
+    commands: list[Command] = []
+    prose: list[str] = []
+    i = 0
+    while True:
+        start = text.find("$(", i)
+        if start < 0:
+            prose.append(text[i:])
+            break
+        end = _closing(text, start + 2)
+        if end < 0:  # unbalanced: the rest is prose
+            prose.append(text[i:])
+            break
+        prose.append(text[i:start])
+        body = text[start + 2:end].strip()
+        name, _, argument = body.partition(" ")
+        commands.append(Command(name.strip().lower(), argument.strip()))
+        i = end + 1
+    return Reply(text, tuple(commands), re.sub(r"[ \t]+\n", "\n", "".join(prose)).strip())
+
+
+def _closing(text: str, i: int) -> int:
+    depth, quoted = 1, False
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+@dataclass
+class CommandRunner:
+    """Runs exploration commands in ``workdir``; a failure is the command's output, never an exception."""
+
+    workdir: Path
+    timeout: float = 30.0
+    run_allowed: tuple[str, ...] = ("ls", "cat", "grep", "wc", "head", "tail", "find", "git")
+    max_output: int = 8000
+    max_hits: int = 100
+
+    async def run(self, command: Command) -> str:
+        try:
+            if command.name == "view":
+                output = await asyncio.to_thread(self._view, command.argument)
+            elif command.name == "text-search":
+                output = await asyncio.to_thread(self._search, command.argument)
+            elif command.name == "run":
+                output = await self._run(command.argument)
+            else:
+                raise ToolError(f"unknown command {command.name!r} (view, text-search, run)")
+        except ToolError as exc:
+            output = f"error: {exc}"
+        except OSError as exc:
+            output = f"error: {exc.strerror or exc}"
+        if len(output) > self.max_output:
+            output = output[:self.max_output] + f"\n[... {len(output) - self.max_output} more characters]"
+        return output
+
+    def _view(self, argument: str) -> str:
+        space = Workspace(self.workdir)
+        given, lines = argument.strip().strip('"'), None
+        match = re.fullmatch(r"(.+?):(\d+)(?:-(\d+))?", given)
+        if match:
+            given, first = match[1], int(match[2])
+            lines = (first, int(match[3]) if match[3] else first)
+        path = space.path(given)
+        if path.is_dir():
+            entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir() if p.name != ".git")
+            return "\n".join(entries) or "(empty directory)"
+        if not path.is_file():
+            raise ToolError(f"{given}: no such file or directory")
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        first, last = lines or (1, len(text))
+        if first < 1 or last < first:
+            raise ToolError(f"bad line range {first}-{last}")
+        return "\n".join(f"{n}: {line}" for n, line in enumerate(text[first - 1:last], first)) or "(empty)"
+
+    def _search(self, argument: str) -> str:
+        words = _split(argument)
+        if not words or len(words) > 2:
+            raise ToolError('usage: text-search "PATTERN" [PATH]')
+        space = Workspace(self.workdir)
+        pattern, root = words[0], space.path(words[1] if len(words) == 2 else ".")
+        hits: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                try:
+                    data = path.read_bytes() if path.stat().st_size <= 1 << 20 else b""
+                except OSError:
+                    continue
+                if b"\0" in data[:8192] or pattern.encode() not in data:
+                    continue
+                for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                    if pattern in line:
+                        hits.append(f"{space.relative(path)}:{n}: {line.strip()}")
+                        if len(hits) >= self.max_hits:
+                            return "\n".join(hits) + f"\n[stopped at {self.max_hits} matches]"
+        return "\n".join(hits) or f"no matches for {pattern!r}"
+
+    async def _run(self, argument: str) -> str:
+        argv = _split(argument)
+        if not argv:
+            raise ToolError("usage: run PROGRAM [ARGUMENTS...]")
+        if "*" not in self.run_allowed and argv[0] not in self.run_allowed:
+            raise ToolError(f"{argv[0]} is not allowed (allowed: {', '.join(self.run_allowed)})")
+        try:
+            status, output = await run_process(argv, Workspace(self.workdir).root, self.timeout)
+        except TimeoutError:
+            raise ToolError(f"timed out after {self.timeout:g}s") from None
+        except FileNotFoundError:
+            raise ToolError(f"command not found: {argv[0]}") from None
+        return f"exit status {status}\n{output}"
+
+
+def _split(argument: str) -> list[str]:
+    try:
+        return shlex.split(argument)
+    except ValueError as exc:
+        raise ToolError(f"cannot split {argument!r}: {exc}") from None

@@ -1,0 +1,308 @@
+"""The explorer/evaluator loop (seed 001) on the driver: the table decides, this module performs.
+
+The action the table emits names the context the LLM call gets, and the request is
+built from that name alone: ``CallPlannerLlm_TaskOnly`` (the task), ``CallExplorerLlm_
+LastOutputs`` (the task, the evaluator's last remark, the latest outputs),
+``CallExplorerLlm_PlanAndLastOutputs`` (the same with the plan), and
+``CallEvaluatorLlm_WorkingMemory`` (the task and everything accumulated, with notes). The
+explorer's ``$(view ...)``, ``$(text-search ...)`` and ``$(run ...)`` run in the work
+directory; the evaluator's ``$(keep ...)``, ``$(drop ...)`` and ``$(note ...)`` curate
+working memory, and its ``$(answer ...)`` or ``$(done ...)`` ends the run.
+
+Working memory keeps every output in order, numbered (``$(keep 1 3)``, ``$(drop 2)``
+refer to the numbers). Kept items are always shown in full; when memory outgrows
+``memory_limit`` characters, the oldest other items are shortened to their first line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
+from agentfsm.impl.engine import Engine
+from agentfsm.impl.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
+from agentfsm.impl.llm import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
+from agentfsm.spec import Table
+
+PLANNER_PROMPT = """You are a PLANNER. Given only the task, write a plan of 2-4 short numbered steps for
+gathering the information it needs. Do not answer the task and do not run commands."""
+
+EXPLORER_PROMPT = """You are an EXPLORER. Suggest commands to gather information.
+
+Commands:
+$(view path) - file structure/symbols
+$(view path:start-end) - specific lines
+$(text-search "pattern") - search codebase
+$(run cmd) - shell command
+
+Output commands directly. Do NOT answer the question - that's the evaluator's job.
+Example: $(view src/main.rs) $(text-search "config")"""
+
+EVALUATOR_PROMPT = """You are an EVALUATOR, not an explorer. Your ONLY job is to judge what we found.
+
+RULES:
+1. NEVER output commands (not even in backticks like `view` or `text-search`)
+2. NEVER say "I need to", "Let me", or "I will" - those are explorer phrases
+3. You MUST either $(answer) or explain what specific info is missing
+
+If results contain the answer: $(answer The complete answer here)
+If results are partial: $(note what we found) then explain what's still needed
+If results are irrelevant: explain what went wrong
+
+Memory commands: $(keep 1 3), $(keep), $(drop 2), $(note finding)"""
+
+
+class Narrator(Protocol):
+    """Where the run's story goes (``agentfsm run``'s reporter, a log, a test transcript)."""
+
+    def note(self, kind: str, text: str) -> None: ...
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, str]] = []
+
+    def note(self, kind: str, text: str) -> None:
+        self.notes.append((kind, text))
+
+
+@dataclass
+class ExplorerConfig:
+    workdir: Path = field(default_factory=Path.cwd)
+    command_timeout: float = 30.0
+    run_allowed: tuple[str, ...] = ("ls", "cat", "grep", "wc", "head", "tail", "find", "git")
+    max_output: int = 8000        # characters kept of one command's output
+    memory_limit: int = 24000     # characters of working memory shown in full to the evaluator
+    llm_retries: int = 2          # retries of a failed LLM call (the seed models no LLM errors)
+    retry_delay: float = 0.5
+
+
+@dataclass
+class Item:
+    number: int
+    turn: int
+    command: Command
+    output: str
+    kept: bool = False
+
+
+@dataclass
+class WorkingMemory:
+    items: list[Item] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    added: int = 0  # numbers are never reused, so a dropped item's number stays dropped
+
+    def add(self, turn: int, command: Command, output: str) -> Item:
+        self.added += 1
+        item = Item(self.added, turn, command, output)
+        self.items.append(item)
+        return item
+
+    def apply(self, commands: Sequence[Command]) -> list[str]:
+        """Apply keep/drop/note in order; returns complaints about numbers that name no item."""
+        complaints = []
+        for command in commands:
+            if command.name == "note":
+                if command.argument:
+                    self.notes.append(command.argument)
+                continue
+            if command.name not in ("keep", "drop"):
+                continue
+            numbers = []
+            for word in command.argument.replace(",", " ").split():
+                if word.isdigit() and any(i.number == int(word) for i in self.items):
+                    numbers.append(int(word))
+                else:
+                    complaints.append(f"{command}: no item {word}")
+            if command.name == "keep":
+                for item in self.items:
+                    item.kept = item.kept or not command.argument or item.number in numbers
+            else:
+                self.items = [i for i in self.items if i.number not in numbers]
+        return complaints
+
+    def render(self, limit: int) -> str:
+        size = sum(len(i.output) for i in self.items)
+        shortened: set[int] = set()
+        for item in self.items:  # oldest first
+            if size <= limit:
+                break
+            if not item.kept:
+                shortened.add(item.number)
+                size -= len(item.output) - len(item.output.split("\n", 1)[0])
+        blocks, turn = [], None
+        for item in self.items:
+            if item.turn != turn:
+                turn = item.turn
+                blocks.append(f"Turn {turn} (explorer):")
+            output = item.output.split("\n", 1)[0] + " [... shortened]" if item.number in shortened else item.output
+            mark = " (kept)" if item.kept else ""
+            blocks.append(f"[{item.number}]{mark} `{item.command}`\n\n{output}")
+        return "\n\n".join(blocks) or "(nothing yet)"
+
+
+class ExplorerEvaluatorAgent(Driver):
+    """One task through the loop: ``ask(task, plan=...)``, then ``await wait_done()``; ``answer`` holds the result."""
+
+    def __init__(self, table: Table, llm: LlmClient, *, config: ExplorerConfig | None = None,
+                 narrator: Narrator | None = None, name: str = "explorer-evaluator",
+                 logger: logging.Logger = LOG) -> None:
+        self.config = config or ExplorerConfig()
+        super().__init__(
+            Engine(table), name=name, logger=logger,
+            processing_states={"Planning", "Exploring", "ExecutingCommands", "Evaluating"},
+            actions={"CallPlannerLlm_TaskOnly": self._call_planner,
+                     "CallExplorerLlm_LastOutputs": lambda ctx: self._call_explorer(ctx, with_plan=False),
+                     "CallExplorerLlm_PlanAndLastOutputs": lambda ctx: self._call_explorer(ctx, with_plan=True),
+                     "CallEvaluatorLlm_WorkingMemory": self._call_evaluator, "RecordPlan": self._record_plan,
+                     "RunCommands": self._run_commands, "RecordOutputs": self._record_outputs,
+                     "DiscardExplorerConclusion": self._discard_conclusion,
+                     "ApplyMemoryCommands": self._apply_memory, "RejectEvaluatorCommands": self._reject_commands,
+                     "ReturnAnswer": self._return_answer, "ReportOutOfTurns": self._out_of_turns},
+            on_event={"TaskReceived": self._task_received})
+        self.llm = llm
+        self.narrator: Narrator = narrator or Notes()
+        self.runner = CommandRunner(self.config.workdir, self.config.command_timeout,
+                                    tuple(self.config.run_allowed), self.config.max_output)
+        self.task = ""
+        self.plan: str | None = None
+        self.memory = WorkingMemory()
+        self.last_outputs: list[Item] = []
+        self.last_remark = ""
+        self.answer: str | None = None
+        self.violations: list[str] = []
+        self.requests: list[tuple[str, LlmRequest]] = []  # (action, request): what each call was shown
+
+    def ask(self, task: str, plan: bool = False) -> None:
+        self.feed("TaskReceived", payload=task, plan=plan)
+
+    def _task_received(self, ctx: ActionContext) -> None:
+        self.task = str(ctx.envelope.payload or "")
+
+    # -- contexts ------------------------------------------------------------------------
+
+    def planner_context(self) -> str:
+        return f"**Task:** {self.task}"
+
+    def explorer_context(self, with_plan: bool) -> str:
+        parts = [f"**Task:** {self.task}"]
+        if with_plan and self.plan:
+            parts.append(f"**Plan:**\n{self.plan}")
+        if self.last_remark:
+            parts.append(f"**Evaluator said:** {self.last_remark}")
+        if self.last_outputs:
+            parts.append("**Last outputs:**\n\n" + "\n\n".join(f"`{i.command}`\n\n{i.output}"
+                                                               for i in self.last_outputs))
+        else:
+            parts.append("**Last outputs:** (none yet)")
+        return "\n\n".join(parts)
+
+    def evaluator_context(self) -> str:
+        parts = [f"**Task:** {self.task}", "**History:**\n\n" + self.memory.render(self.config.memory_limit)]
+        if self.memory.notes:
+            parts.append("**Notes:**\n" + "\n".join(f"- {n}" for n in self.memory.notes))
+        parts.append("**Your job:** Note important findings, then $(answer ANSWER) or explain what's missing.")
+        return "\n\n".join(parts)
+
+    # -- LLM calls -----------------------------------------------------------------------
+
+    def _call(self, action: str, system: str, context: str, feed: str, turn: int) -> None:
+        request = LlmRequest(({"role": "system", "content": system}, {"role": "user", "content": context}))
+        self.requests.append((action, request))
+        role = feed.removesuffix("Replied").lower()
+
+        async def call(activity: Activity) -> None:
+            text = await self._complete(request)
+            self.narrator.note(role, f"turn {turn}: {json.dumps(text)}")
+            reply = parse_reply(text)
+            if feed == "ExplorerReplied":
+                activity.feed(self, feed, payload=reply, has_commands=reply.explores,
+                              concludes=reply.conclusion is not None)
+            elif feed == "EvaluatorReplied":
+                conclusion = reply.conclusion
+                event = feed if conclusion is None else \
+                    "EvaluatorAnswered" if conclusion.name == "answer" else "EvaluatorDone"
+                activity.feed(self, event, payload=reply,
+                              has_commands=reply.explores or bool(reply.markdown_commands))
+            else:
+                activity.feed(self, feed, payload=text)
+        self.spawn("llm", call)
+
+    async def _complete(self, request: LlmRequest) -> str:
+        for attempt in range(self.config.llm_retries + 1):
+            try:
+                return (await complete(self.llm, request, ResponseBuilder())).text
+            except LlmError as exc:
+                if not exc.retryable or attempt == self.config.llm_retries:
+                    raise
+                self.narrator.note("retry", f"{exc.message}; retrying")
+                await asyncio.sleep(self.config.retry_delay * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _call_planner(self, ctx: ActionContext) -> None:
+        self._call("CallPlannerLlm_TaskOnly", PLANNER_PROMPT, self.planner_context(), "PlannerReplied",
+                   int(ctx.outcome.vars["turns"]))
+
+    def _call_explorer(self, ctx: ActionContext, with_plan: bool) -> None:
+        action = "CallExplorerLlm_PlanAndLastOutputs" if with_plan else "CallExplorerLlm_LastOutputs"
+        self._call(action, EXPLORER_PROMPT, self.explorer_context(with_plan), "ExplorerReplied",
+                   int(ctx.outcome.vars["turns"]))
+
+    def _call_evaluator(self, ctx: ActionContext) -> None:
+        self._call("CallEvaluatorLlm_WorkingMemory", EVALUATOR_PROMPT, self.evaluator_context(),
+                   "EvaluatorReplied", int(ctx.outcome.vars["turns"]))
+
+    # -- the other actions ---------------------------------------------------------------
+
+    def _record_plan(self, ctx: ActionContext) -> None:
+        self.plan = str(ctx.envelope.payload).strip()
+
+    def _run_commands(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        commands = reply.of(EXPLORE)
+        turn = int(ctx.outcome.vars["turns"])
+
+        async def run(activity: Activity) -> None:
+            outputs = []
+            for command in commands:
+                output = await self.runner.run(command)
+                self.narrator.note("command", f"{command} -> {output.splitlines()[0] if output else ''}")
+                outputs.append((command, output))
+            activity.feed(self, "CommandsExecuted", payload=(turn, outputs))
+        self.spawn("commands", run)
+
+    def _record_outputs(self, ctx: ActionContext) -> None:
+        turn, outputs = ctx.envelope.payload
+        self.last_outputs = [self.memory.add(turn, command, output) for command, output in outputs]
+
+    def _discard_conclusion(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        self.narrator.note("discarded", f"the explorer cannot conclude: {reply.conclusion}")
+
+    def _apply_memory(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        for complaint in self.memory.apply(reply.commands):
+            self.narrator.note("memory", complaint)
+        self.last_remark = reply.prose
+
+    def _reject_commands(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        found = [f"$({c})" for c in reply.of(EXPLORE)] + reply.markdown_commands
+        self.violations.append(", ".join(found))
+        self.narrator.note("violation", f"the evaluator may not explore; not run: {', '.join(found)}")
+
+    def _return_answer(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        assert reply.conclusion is not None
+        self.answer = reply.conclusion.argument
+        self.narrator.note("answer", self.answer)
+
+    def _out_of_turns(self, ctx: ActionContext) -> None:
+        self.narrator.note("out-of-turns", f"no answer within {ctx.outcome.vars['turns']} turns")
+

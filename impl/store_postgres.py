@@ -1,0 +1,207 @@
+"""The shared store: runs' journals, and the queue several workers serve, in PostgreSQL.
+
+The journal's SQL is ``agentfsm.impl.store_sql``'s, as for SQLite. Compare-and-swap is
+``UPDATE runs SET version = new ... WHERE run_id = ? AND version = expected``: of two
+writers computed from one version, the second's UPDATE waits for the first to commit,
+then matches no row and gets ``Conflict``. Records and their snapshot commit in that
+transaction; checksums are verified on every read. A write made under a lease first locks
+the run's job row (``FOR SHARE``) and checks the fencing token and expiry there, in the
+same transaction: a claim committed before is seen (the write is refused with
+``LeaseLost``), and a claim that comes later skips the locked row until the write is done.
+
+The schema is versioned: ``agentfsm_schema`` holds one row per applied migration, and
+opening a store applies the missing ones under an advisory lock (one migrating process at
+a time); a database newer than this agentfsm is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import psycopg
+from agentfsm.impl.journal import JSON, Boundary, Entry, JournalError, Record
+from agentfsm.impl.leases import Job, Lease, LeaseLost
+from agentfsm.impl.store_sql import SqlJournal
+from psycopg import sql
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the journal, as in SQLite.
+    """
+    CREATE TABLE runs (
+        run_id   TEXT PRIMARY KEY,
+        machine  TEXT NOT NULL,
+        version  BIGINT NOT NULL,
+        link     TEXT NOT NULL
+    );
+    CREATE TABLE records (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id),
+        seq      BIGINT NOT NULL,
+        kind     TEXT NOT NULL,
+        time     DOUBLE PRECISION NOT NULL,
+        body     TEXT NOT NULL,
+        checksum TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE snapshots (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id),
+        seq      BIGINT NOT NULL,
+        link     TEXT NOT NULL,
+        body     TEXT NOT NULL,
+        checksum TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    """,
+    # 2: the work queue: one job per submitted run, owned through a lease.
+    """
+    CREATE TABLE jobs (
+        id          BIGSERIAL UNIQUE,
+        run_id      TEXT PRIMARY KEY REFERENCES runs (run_id),
+        machine     TEXT NOT NULL,
+        script      TEXT NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'done', 'blocked', 'failed')),
+        owner       TEXT,
+        token       BIGINT NOT NULL DEFAULT 0,
+        expires_at  TIMESTAMPTZ,
+        claims      INTEGER NOT NULL DEFAULT 0,
+        outcome     TEXT,
+        finished_by TEXT,
+        finished_at TIMESTAMPTZ
+    );
+    CREATE INDEX jobs_queued ON jobs (id) WHERE status = 'queued';
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class PostgresStore(SqlJournal):
+    """Runs' journals and their job queue in one PostgreSQL schema (``public`` unless named).
+
+    One connection, used by one thread at a time: each worker thread opens its own store."""
+
+    transient_errors: tuple[type[Exception], ...] = (psycopg.OperationalError,)
+    LOCK_ROW = " FOR UPDATE"
+
+    def __init__(self, url: str, schema: str | None = None, on_boundary: Boundary | None = None) -> None:
+        self.url = url
+        self.schema = schema
+        self.on_boundary = on_boundary
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot connect to the PostgreSQL store: {str(exc).strip()}") from None
+        if schema is not None:
+            self._conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            self._conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        self._migrate()
+
+    # -- schema --------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        row = self._conn.execute("SELECT coalesce(max(version), 0) FROM agentfsm_schema").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/agentfsm'))")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS agentfsm_schema (version INTEGER PRIMARY KEY, "
+                               "applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())")
+            current = self.schema_version()
+            if current > SCHEMA_VERSION:
+                raise JournalError(f"the PostgreSQL store has schema version {current}, "
+                                   f"this agentfsm reads up to {SCHEMA_VERSION}: upgrade agentfsm")
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                self._conn.execute(MIGRATIONS[version - 1].encode())
+                self._conn.execute("INSERT INTO agentfsm_schema (version) VALUES (%s)", (version,))
+
+    # -- the driver --------------------------------------------------------------------
+
+    def _execute(self, query: str, params: Sequence[object] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(query.replace("?", "%s").encode(), params)
+
+    def _executemany(self, query: str, rows: Sequence[Sequence[object]]) -> None:
+        with self._conn.cursor() as cur:
+            cur.executemany(query.replace("?", "%s").encode(), rows)
+
+    def _transaction(self) -> AbstractContextManager[object]:
+        return self._conn.transaction()
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        with self._conn.transaction():
+            self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- fenced writes -------------------------------------------------------------------
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None, fence: Lease | None = None) -> list[Record]:
+        """The journal's compare-and-swap append; under a lease, fenced in the same transaction."""
+        check = None if fence is None else lambda: self._check_fence(fence)
+        return self._append(run_id, expect, entries, snapshot, check)
+
+    def _check_fence(self, lease: Lease) -> None:
+        """Lock the job row until commit and insist that ``lease`` still holds it."""
+        row = self._conn.execute("SELECT token, status = 'queued' AND expires_at > clock_timestamp() FROM jobs "
+                                 "WHERE run_id = %s FOR SHARE", (lease.run_id,)).fetchone()
+        if row is None:
+            raise LeaseLost(lease.run_id, lease.token, "the run has no job")
+        if int(row[0]) != lease.token:
+            raise LeaseLost(lease.run_id, lease.token, f"another worker holds lease {row[0]}")
+        if not row[1]:
+            raise LeaseLost(lease.run_id, lease.token, "the lease expired or the job was finished")
+
+    # -- the work queue ------------------------------------------------------------------
+
+    def submit(self, run_id: str, machine: str, entry: Entry, script: Sequence[Mapping[str, JSON]]) -> None:
+        with self._conn.transaction():
+            self._create(run_id, machine, entry)
+            self._conn.execute("INSERT INTO jobs (run_id, machine, script) VALUES (%s, %s, %s)",
+                               (run_id, machine, json.dumps(list(script))))
+
+    def claim(self, owner: str, machines: Sequence[str], seconds: float) -> Lease | None:
+        deadline = time.monotonic() + seconds
+        row = self._conn.execute(
+            "UPDATE jobs SET owner = %(owner)s, token = token + 1, claims = claims + 1, "
+            "expires_at = clock_timestamp() + make_interval(secs => %(secs)s) "
+            "WHERE run_id = (SELECT run_id FROM jobs WHERE status = 'queued' AND machine = ANY(%(machines)s) "
+            "AND (expires_at IS NULL OR expires_at <= clock_timestamp()) ORDER BY id LIMIT 1 "
+            "FOR UPDATE SKIP LOCKED) RETURNING run_id, machine, token, script",
+            {"owner": owner, "secs": seconds, "machines": list(machines)}).fetchone()
+        if row is None:
+            return None
+        run_id, machine, token, script = row
+        return Lease(str(run_id), str(machine), int(token), owner, seconds, json.loads(script), deadline)
+
+    def renew(self, lease: Lease) -> None:
+        deadline = time.monotonic() + lease.seconds
+        cursor = self._conn.execute(
+            "UPDATE jobs SET expires_at = clock_timestamp() + make_interval(secs => %s) WHERE run_id = %s "
+            "AND token = %s AND status = 'queued' AND expires_at > clock_timestamp()",
+            (lease.seconds, lease.run_id, lease.token))
+        if cursor.rowcount != 1:
+            raise LeaseLost(lease.run_id, lease.token, "it expired or another worker claimed the run")
+        lease.deadline = deadline
+
+    def finish(self, lease: Lease, status: str, outcome: str) -> None:
+        cursor = self._conn.execute(
+            "UPDATE jobs SET status = %s, outcome = %s, finished_by = owner, finished_at = clock_timestamp(), "
+            "owner = NULL, expires_at = NULL WHERE run_id = %s AND token = %s AND status = 'queued' "
+            "AND expires_at > clock_timestamp()", (status, outcome, lease.run_id, lease.token))
+        if cursor.rowcount != 1:
+            raise LeaseLost(lease.run_id, lease.token, "it expired or another worker claimed the run")
+
+    def jobs(self) -> list[Job]:
+        rows: list[Any] = self._conn.execute("SELECT run_id, machine, status, owner, token, claims, outcome "
+                                             "FROM jobs ORDER BY id").fetchall()
+        return [Job(str(r), str(m), str(s), o, int(t), int(c), oc) for r, m, s, o, t, c, oc in rows]
+
+    def pending(self) -> int:
+        row = self._conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()
+        return int(row[0]) if row else 0

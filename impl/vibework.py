@@ -1,0 +1,464 @@
+"""The vibework agent (seed 002) on the driver: the table decides, this module performs.
+
+An LLM reply becomes one of the table's events: text only (``TextResponse``), a
+``complete_task`` call (``TaskFinished``), an ``AskUserQuestion`` call
+(``QuestionsAsked``) or a batch of tool calls (``ToolUse``, with the permission rules'
+verdict on the first call). Tools run one at a time, as the table's ``ExecutingTool``
+has one current call; each is auto-allowed by a rule or waits for the
+``PermissionPrompt``. ``spawn_agent`` starts a child agent on the same ``Sessions``
+runtime and waits for it (``WaitingForSubAgent``); a child ending in ``Error`` is the
+parent's ``SubAgentFailed``.
+
+Every tool call of a reply gets exactly one result in the conversation: its output, a
+denial, an error, or "Interrupted" (the table's Answer* actions say which). The "current"
+call is always the first call of the batch without a result.
+
+Interrupts are the table's ``Interrupt`` event, delivered only where a row takes it; its
+actions do the work (cancel the stream and keep the partial text, answer the pending
+permission "Interrupted", withdraw the questions). While a tool or sub-agent runs it
+completes first (a sub-agent is interrupted too, so it completes soon).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
+from agentfsm.impl.engine import Engine
+from agentfsm.impl.llm import (
+    LlmClient,
+    LlmError,
+    LlmRequest,
+    LlmResponse,
+    Message,
+    ResponseBuilder,
+    ToolCall,
+    complete,
+)
+from agentfsm.impl.loom import INTERRUPTED, Display, Transcript
+from agentfsm.impl.prompts import (
+    PermissionPrompt,
+    PermissionRequest,
+    PermissionRules,
+    QuestionRequest,
+    TerminalPrompt,
+    UserQuestionPrompt,
+)
+from agentfsm.impl.tools import Toolbox, ToolResult, builtin_tools
+from agentfsm.spec import Table
+
+ASK = "AskUserQuestion"
+FINISH = "complete_task"
+SPAWN = "spawn_agent"
+SETTLED = frozenset({"Idle", "Done", "Error"})  # nothing more happens without new input
+
+AGENT_TOOLS = {
+    ASK: ("Ask the user one or more questions and wait for the answers.",
+          {"type": "object", "properties": {"questions": {"type": "array", "items": {"type": "string"}}},
+           "required": ["questions"]}),
+    FINISH: ("Declare the task complete (call it last, alone or after the other calls).",
+             {"type": "object", "properties": {"summary": {"type": "string"}}}),
+    SPAWN: ("Hand a sub-task to a sub-agent and wait for its final answer.",
+            {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}),
+}
+
+
+@dataclass
+class VibeworkConfig:
+    workdir: Path = field(default_factory=Path.cwd)
+    system_prompt: str | None = None
+    allow: tuple[str, ...] = ("read_file", "list_dir")  # permission rules: tool-name patterns
+    tool_timeout: float = 120.0
+    command_timeout: float = 60.0
+    tool_errors_fatal: bool = True  # a tool's error is ToolFailed (Error), else a result for the model
+    max_depth: int = 1              # sub-agents of sub-agents: depth below which spawn_agent is offered
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """The seed's ``AgentState`` with its payload (``state()`` gives the name alone)."""
+
+    name: str
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    session_id: str | None = None
+    request_id: str | None = None
+    message: str | None = None
+
+
+class Sessions:
+    """The runtime the agents share: ``get(session_id)`` finds a parent's child, as the seed's ``runtime.get``."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, VibeworkAgent] = {}
+        self._count = 0
+
+    def register(self, agent: VibeworkAgent) -> str:
+        self._count += 1
+        session_id = f"session-{self._count}"
+        self.agents[session_id] = agent
+        return session_id
+
+    def get(self, session_id: str) -> VibeworkAgent | None:
+        return self.agents.get(session_id)
+
+
+class VibeworkAgent(Driver):
+    """A running vibework agent: ``send_input()``, ``interrupt()``, ``shutdown()`` and the monitoring API."""
+
+    def __init__(self, table: Table, llm: LlmClient, *, config: VibeworkConfig | None = None,
+                 toolbox: Toolbox | None = None, permissions: PermissionPrompt | None = None,
+                 questions: UserQuestionPrompt | None = None, display: Display | None = None,
+                 sessions: Sessions | None = None, depth: int = 0, name: str = "vibework",
+                 logger: logging.Logger = LOG) -> None:
+        self.config = config or VibeworkConfig()
+        super().__init__(
+            Engine(table), name=name, logger=logger, shutdown_event="Shutdown", idle_states={"Idle"},
+            processing_states={"Processing"},
+            actions={"CallLlm": self._call_llm, "RequestPermission": self._request_permission,
+                     "ExecuteTool": self._execute_tool, "AwaitSubAgent": self._await_sub_agent,
+                     "SendQuestions": self._send_questions, "AnswerToolDenied": self._answer_denied,
+                     "AnswerToolError": self._answer_error, "AnswerToolInterrupted": self._answer_interrupted,
+                     "AnswerRemainingToolsInterrupted": self._answer_remaining,
+                     "CancelLlmRequest": lambda ctx: self._cancel("llm"), "KeepPartialText": self._keep_partial,
+                     "DiscardThinkingAndToolCalls": self._discard_partial,
+                     "CancelQuestions": self._cancel_questions, "ReportError": self._report_error,
+                     "ClearError": self._clear_error, "ReleaseAgent": lambda ctx: self.cancel_all()},
+            on_event={"UserInput": self._user_input, "TextResponse": self._response,
+                      "ToolUse": self._response, "QuestionsAsked": self._response,
+                      "TaskFinished": self._task_finished, "ToolCompleted": self._result,
+                      "ToolFailed": self._result, "SubAgentCompleted": self._result,
+                      "SubAgentFailed": self._result, "QuestionsAnswered": self._result,
+                      "SubAgentSpawned": self._sub_agent_spawned, "LlmFailed": self._failed,
+                      "InternalError": self._failed})
+        self.llm = llm
+        self.toolbox = toolbox or Toolbox(builtin_tools(self.config.workdir, self.config.command_timeout),
+                                          self.config.tool_timeout)
+        terminal = TerminalPrompt(interactive=False)
+        self.permissions: PermissionPrompt = permissions or terminal
+        self.questions: UserQuestionPrompt = questions or terminal
+        self.display: Display = display or Transcript()
+        self.sessions = sessions or Sessions()
+        self.session_id = self.sessions.register(self)
+        self.depth = depth
+        self.rules = PermissionRules(tuple(self.config.allow))
+        self.max_tools = table.event("ToolUse").params[0].hi
+        self.conversation: list[Message] = []
+        if self.config.system_prompt:
+            self.conversation.append({"role": "system", "content": self.config.system_prompt})
+        self.error: str | None = None
+        self.child: VibeworkAgent | None = None
+        self._partial = ResponseBuilder()
+        self._batch: list[ToolCall] = []
+        self._answered: set[str] = set()
+        self._request_id = 0
+        self._latest: dict[str, Activity] = {}
+
+    def send_input(self, text: str) -> None:
+        self.feed("UserInput", payload=text)
+
+    # -- monitoring ----------------------------------------------------------------------
+
+    def is_done(self) -> bool:
+        return self.engine.state == "Done" or super().is_done()
+
+    def settled(self) -> bool:
+        """Idle, Done or Error with nothing left to do: the agent waits for new input."""
+        return self.engine.state in SETTLED and self.is_quiet()
+
+    async def wait_settled(self) -> None:
+        await self.wait_until(self.settled)
+
+    def detail(self) -> AgentState:
+        state = self.engine.state
+        call = self._current()
+        if state == "ExecutingTool" and call is not None:
+            return AgentState(state, tool_name=call.name, tool_use_id=call.id)
+        if state == "WaitingForPermission" and call is not None:
+            return AgentState(state, tool_name=call.name, tool_use_id=call.id)
+        if state == "WaitingForSubAgent" and self.child is not None:
+            return AgentState(state, session_id=self.child.session_id)
+        if state == "WaitingForUserInput":
+            return AgentState(state, request_id=f"{self.session_id}/q{self._request_id}")
+        if state == "Error":
+            return AgentState(state, message=self.error)
+        return AgentState(state)
+
+    def last_text(self) -> str:
+        """The latest assistant text (a sub-agent's answer to its parent)."""
+        for message in reversed(self.conversation):
+            if message["role"] == "assistant" and message.get("content"):
+                return str(message["content"])
+        return ""
+
+    # -- the batch -----------------------------------------------------------------------
+
+    def _unanswered(self) -> list[ToolCall]:
+        return [call for call in self._batch if call.id not in self._answered]
+
+    def _current(self) -> ToolCall | None:
+        pending = self._unanswered()
+        return pending[0] if pending else None
+
+    def _allows(self, call: ToolCall) -> bool:
+        return call.name in (ASK, FINISH) or self.rules.allows(call.name)
+
+    def _next_allowed(self) -> bool:
+        """The rules' verdict on the call after the current one (fed with the current call's completion)."""
+        pending = self._unanswered()
+        return len(pending) > 1 and self._allows(pending[1])
+
+    def _record(self, result: ToolResult) -> None:
+        if result.call_id in self._answered:
+            return
+        self._answered.add(result.call_id)
+        self.conversation.append(result.as_message())
+        self.display.tool(result)
+
+    def _answer(self, call: ToolCall | None, content: str, is_error: bool = True) -> None:
+        if call is not None:
+            self._record(ToolResult(call.id, call.name, content, is_error))
+
+    # -- context, from accepted events ---------------------------------------------------
+
+    def _user_input(self, ctx: ActionContext) -> None:
+        self.conversation.append({"role": "user", "content": str(ctx.envelope.payload)})
+
+    def _response(self, ctx: ActionContext) -> None:
+        response: LlmResponse = ctx.envelope.payload
+        self._partial = ResponseBuilder()
+        self.conversation.append(response.as_message())
+        if response.text:
+            self.display.text(response.text)
+        calls = list(response.tool_calls)
+        self._batch, self._answered = calls, set()
+        if ctx.envelope.event == "QuestionsAsked":
+            ask = next(call for call in calls if call.name == ASK)
+            self._batch = [ask] + [call for call in calls if call is not ask]
+            for call in self._batch[1:]:
+                self._answer(call, f"not run: {ASK} must be alone in a response")
+        for call in calls[self.max_tools:]:
+            self._answer(call, f"not run: at most {self.max_tools} tool calls per response")
+
+    def _task_finished(self, ctx: ActionContext) -> None:
+        payload = ctx.envelope.payload
+        if isinstance(payload, LlmResponse):
+            self._response(ctx)
+        self._answer(self._current(), "Task complete.", is_error=False)
+
+    def _result(self, ctx: ActionContext) -> None:
+        result: ToolResult = ctx.envelope.payload
+        self._record(result)
+        if ctx.envelope.event in ("ToolFailed", "SubAgentFailed"):
+            self.error = f"{result.name}: {result.content}"
+
+    def _sub_agent_spawned(self, ctx: ActionContext) -> None:
+        self.log.info("%s: sub-agent %s spawned", self.name, ctx.envelope.payload, extra={"agent": self.name})
+
+    def _failed(self, ctx: ActionContext) -> None:
+        self.error = str(ctx.envelope.payload or ctx.envelope.event)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _schemas(self) -> tuple[dict[str, object], ...]:
+        own = [{"type": "function", "function": {"name": name, "description": text, "parameters": params}}
+               for name, (text, params) in AGENT_TOOLS.items() if name != SPAWN or self.depth < self.config.max_depth]
+        return self.toolbox.schemas() + tuple(own)
+
+    def _call_llm(self, ctx: ActionContext) -> None:
+        request = LlmRequest(tuple(self.conversation), self._schemas())
+        self._start("llm", lambda activity: self._stream(activity, request))
+
+    async def _stream(self, activity: Activity, request: LlmRequest) -> None:
+        builder = self._partial = ResponseBuilder()
+        try:
+            response = await complete(self.llm, request, builder)
+        except LlmError as exc:
+            activity.feed(self, "LlmFailed", payload=exc.message)
+            return
+        calls = response.tool_calls
+        if not calls:
+            activity.feed(self, "TextResponse", payload=response)
+        elif any(call.name == ASK for call in calls):
+            activity.feed(self, "QuestionsAsked", payload=response)
+        elif len(calls) == 1 and calls[0].name == FINISH:
+            activity.feed(self, "TaskFinished", payload=response)
+        else:
+            activity.feed(self, "ToolUse", payload=response, tools=min(len(calls), self.max_tools),
+                          rule_allows=self._allows(calls[0]))
+
+    def _request_permission(self, ctx: ActionContext) -> None:
+        call = self._current()
+        assert call is not None, "RequestPermission with no pending call"
+        description = AGENT_TOOLS[call.name][0] if call.name in AGENT_TOOLS else \
+            self.toolbox.tools[call.name].description if call.name in self.toolbox.tools else "unknown tool"
+        request = PermissionRequest(call.name, call.id, description, call.arguments)
+
+        async def ask(activity: Activity) -> None:
+            try:
+                granted = await self.permissions.ask(request)
+            except Exception as exc:  # the prompt's own failure is the table's PermissionFailed
+                activity.feed(self, "PermissionFailed", payload=f"permission handling failed: {exc}",
+                              next_rule_allows=self._next_allowed())
+                return
+            activity.feed(self, "PermissionGranted" if granted else "PermissionDenied")
+        self._start("permission", ask)
+
+    def _execute_tool(self, ctx: ActionContext) -> None:
+        call = self._current()
+        assert call is not None, "ExecuteTool with no pending call"
+        self._start("tool", lambda activity: self._run_tool(activity, call))
+
+    async def _run_tool(self, activity: Activity, call: ToolCall) -> None:
+        if call.name == SPAWN:
+            await self._run_sub_agent(activity, call)
+            return
+        if call.name == FINISH:
+            if len(self._unanswered()) == 1:
+                activity.feed(self, "TaskFinished")
+            else:
+                activity.feed(self, "ToolCompleted", next_rule_allows=self._next_allowed(), payload=ToolResult(
+                    call.id, call.name, f"ignored: {FINISH} must be the last call of a response"))
+            return
+        self._finish_tool(activity, await self.toolbox.execute(call))
+
+    def _finish_tool(self, activity: Activity, result: ToolResult) -> None:
+        if result.is_error and self.config.tool_errors_fatal:
+            activity.feed(self, "ToolFailed", payload=result)
+        else:
+            activity.feed(self, "ToolCompleted", payload=result, next_rule_allows=self._next_allowed())
+
+    async def _run_sub_agent(self, activity: Activity, call: ToolCall) -> None:
+        try:
+            task = json.loads(call.arguments or "{}").get("task")
+        except (json.JSONDecodeError, AttributeError):
+            task = None
+        if not isinstance(task, str) or not task:
+            self._finish_tool(activity, ToolResult(call.id, call.name, "argument 'task' must be a string", True))
+            return
+        if self.depth >= self.config.max_depth:
+            self._finish_tool(activity, ToolResult(call.id, call.name, "sub-agents may not spawn sub-agents "
+                                                   f"deeper than {self.config.max_depth}", True))
+            return
+        child = self.child = VibeworkAgent(
+            self.table, self.llm, config=self.config, toolbox=self.toolbox, permissions=self.permissions,
+            questions=self.questions, display=self.display, sessions=self.sessions, depth=self.depth + 1,
+            name=f"{self.name}/sub{self.depth + 1}", logger=self.log)
+        child.start()
+        try:
+            activity.feed(self, "SubAgentSpawned", payload=child.session_id)
+            child.send_input(task)
+            await child.wait_settled()
+            outcome, error, answer = child.state(), child.error, child.last_text()
+        finally:
+            await child.shutdown()
+        if outcome == "Error":
+            activity.feed(self, "SubAgentFailed", payload=ToolResult(
+                call.id, call.name, f"sub-agent {child.session_id} failed: {error}", True))
+        else:
+            activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(),
+                          payload=ToolResult(call.id, call.name, answer or "(the sub-agent gave no answer)"))
+
+    def _await_sub_agent(self, ctx: ActionContext) -> None:
+        if ctx.outcome.vars["interrupted"]:
+            self._interrupt_child()
+
+    def _interrupt_child(self) -> None:
+        child = self.child
+        if child is not None and not child.is_done():
+            self.spawn("interrupt-sub-agent", lambda activity: child.interrupt())
+
+    def _send_questions(self, ctx: ActionContext) -> None:
+        call = self._current()
+        assert call is not None and call.name == ASK
+        try:
+            asked = json.loads(call.arguments or "{}").get("questions")
+        except (json.JSONDecodeError, AttributeError):
+            asked = None
+        questions = tuple(str(q) for q in asked) if isinstance(asked, list) and asked else ("(no question given)",)
+        self._request_id += 1
+        request = QuestionRequest(f"{self.session_id}/q{self._request_id}", questions)
+
+        async def ask(activity: Activity) -> None:
+            try:
+                answers = await self.questions.ask(request)
+            except Exception as exc:  # nobody can answer: an internal error of the agent
+                activity.feed(self, "InternalError", payload=f"asking the user failed: {exc}")
+                return
+            text = "\n".join(f"Q: {q}\nA: {a}" for q, a in zip(questions, answers, strict=False))
+            activity.feed(self, "QuestionsAnswered", payload=ToolResult(call.id, call.name, text))
+        self._start("questions", ask)
+
+    def _answer_denied(self, ctx: ActionContext) -> None:
+        self._answer(self._current(), "Permission denied by the user")
+
+    def _answer_error(self, ctx: ActionContext) -> None:
+        self._answer(self._current(), str(ctx.envelope.payload or "permission handling failed"))
+
+    def _answer_interrupted(self, ctx: ActionContext) -> None:
+        self._cancel("permission")
+        self._answer(self._current(), INTERRUPTED)
+
+    def _answer_remaining(self, ctx: ActionContext) -> None:
+        for call in self._unanswered():
+            self._answer(call, INTERRUPTED)
+
+    def _keep_partial(self, ctx: ActionContext) -> None:
+        partial = self._partial.partial_text()
+        if partial:
+            self.conversation.append({"role": "assistant", "content": partial})
+            self.display.text(partial)
+
+    def _discard_partial(self, ctx: ActionContext) -> None:
+        self._partial = ResponseBuilder()
+
+    def _cancel_questions(self, ctx: ActionContext) -> None:
+        self._cancel("questions")
+        self._answer(self._current(), INTERRUPTED)
+
+    def _report_error(self, ctx: ActionContext) -> None:
+        for name in ("llm", "tool", "permission", "questions"):
+            self._cancel(name)
+        self._answer_remaining(ctx)  # an internal error leaves no call without a result
+        self.display.error(self.error or "error")
+
+    def _clear_error(self, ctx: ActionContext) -> None:
+        self.error = None
+
+    def _start(self, name: str, work: Callable[[Activity], Coroutine[Any, Any, None]]) -> None:
+        self._latest[name] = self.spawn(name, work)
+
+    def _cancel(self, name: str) -> None:
+        """Stop the latest activity of that kind; if it already ended, its queued event is dropped all the same."""
+        self.cancel(self._latest.pop(name, None))
+
+    # -- interrupts and shutdown ---------------------------------------------------------
+
+    def on_interrupt(self) -> None:
+        state = self.engine.state
+        if state in SETTLED:
+            return
+        if state in ("ExecutingTool", "WaitingForSubAgent") and self.engine.vars["interrupted"]:
+            return
+        self.apply(Envelope("Interrupt"))
+        if state == "WaitingForSubAgent":
+            self._interrupt_child()
+
+    def on_shutdown(self) -> None:
+        """Idle takes ``Shutdown`` (to Done); elsewhere the driver stops every activity and the pump."""
+        if self.engine.state == "Idle":
+            self.apply(Envelope("Shutdown"))
+
+
+def vibework_config(workdir: Path, settings: dict[str, object], allow: Sequence[str] | None) -> VibeworkConfig:
+    """A config from a script's ``settings`` and ``allow``; raises TypeError for an unknown setting."""
+    config = VibeworkConfig(workdir=workdir, **settings)  # type: ignore[arg-type]
+    if allow is not None:
+        config.allow = tuple(allow)
+    return config
+
