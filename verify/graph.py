@@ -32,8 +32,13 @@ def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
             np.frombuffer(ex.edge_label, dtype=np.intc))
 
 
-def _matrix(n: int, offsets: Ints, targets: Ints) -> Any:
-    """An n×n adjacency matrix sharing the CSR arrays (edge weights are irrelevant here)."""
+def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any]) -> Any:
+    """An n×n adjacency matrix over the CSR arrays (edge weights are irrelevant here).
+
+    scipy's graph routines index with int32; handing it int32 arrays up front spares the
+    constructor a scan of the int64 ones to prove they fit."""
+    if max(n, len(targets)) < 1 << 31:
+        offsets, targets = offsets.astype(np.int32, copy=False), targets.astype(np.int32, copy=False)
     return csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
 
 
@@ -46,8 +51,8 @@ def can_reach(ex: Exploration, goal: Bools) -> Bools:
     offsets, targets, _ = csr(ex)
     reverse = _matrix(n, offsets, targets).T.tocsr()
     goals = np.flatnonzero(goal)
-    indptr = np.append(reverse.indptr.astype(np.int64), reverse.indptr[-1] + len(goals))
-    indices = np.concatenate((reverse.indices.astype(np.int64), goals))
+    indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
+    indices = np.concatenate((reverse.indices, goals))
     reached = breadth_first_order(_matrix(n + 1, indptr, indices), n, directed=True, return_predecessors=False)
     marked = np.zeros(n + 1, dtype=np.bool_)
     marked[reached] = True
