@@ -8,13 +8,15 @@ raised a ``SemanticError`` has no successor and is reported by its own check.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
+import numpy as np
 from agentfsm.spec import Property, Table
-from agentfsm.spec.expr import Value
-from agentfsm.verify import graph
-from agentfsm.verify.explore import Exploration, StepError, var_slots
+from agentfsm.verify import columns, graph
+from agentfsm.verify.explore import Exploration, StepError
 from agentfsm.verify.trace import Trace, describe_config, describe_label
 
 KINDS = ("determinism", "bounds", "invariant", "deadlock", "transient", "unreachable-state", "dead-row",
@@ -46,6 +48,7 @@ class Verdict:
     table: Table
     exploration: Exploration
     checks: list[CheckResult] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)   # per check, same order: for the benchmark
 
     @property
     def ok(self) -> bool:
@@ -64,18 +67,17 @@ class Verdict:
 
 def run_checks(ex: Exploration) -> Verdict:
     verdict = Verdict(ex.table, ex)
-    for kind in ("determinism", "bounds"):
-        verdict.checks.append(_step_errors(ex, kind))
-    verdict.checks.extend(_invariant(ex, k) for k in range(len(ex.table.invariants)))
-    verdict.checks.append(_deadlock(ex))
-    verdict.checks.append(_step_errors(ex, "transient"))
-    verdict.checks.append(_unreachable_states(ex))
-    verdict.checks.append(_dead_rows(ex))
-    for prop in ex.table.properties:
-        if prop.kind == "always-reachable":
-            verdict.checks.append(_always_reachable(ex, prop))
-        else:
-            verdict.checks.append(_no_cycle_within(ex, prop))
+    table = ex.table
+    runs: list[Callable[[], CheckResult]] = [partial(_step_errors, ex, k) for k in ("determinism", "bounds")]
+    runs += [partial(_invariant, ex, k) for k in range(len(table.invariants))]
+    runs += [partial(_deadlock, ex), partial(_step_errors, ex, "transient"), partial(_unreachable_states, ex),
+             partial(_dead_rows, ex)]
+    runs += [partial(_always_reachable if p.kind == "always-reachable" else _no_cycle_within, ex, p)
+             for p in table.properties]
+    for run in runs:
+        start = time.perf_counter()
+        verdict.checks.append(run())
+        verdict.seconds.append(time.perf_counter() - start)
     return verdict
 
 
@@ -103,14 +105,10 @@ _HOLDS = {
 }
 
 
-def _first(ex: Exploration, bad: Callable[[int], bool]) -> int | None:
-    return next((i for i in range(ex.count) if bad(i)), None)
-
-
 def _invariant(ex: Exploration, k: int) -> CheckResult:
     table = ex.table
     inv = table.invariants[k]
-    bad = _first_violation(ex, inv.fn, var_slots(inv.expr))
+    bad = columns.first(~columns.holds(ex, inv.expr))
     if bad is None:
         return CheckResult("invariant", inv.name, True, f"{inv.text} holds in all {ex.count} configurations")
     where = describe_config(table, *ex.config(bad))
@@ -118,24 +116,11 @@ def _invariant(ex: Exploration, k: int) -> CheckResult:
                        Trace.of(table, ex.path(bad), inv.name, "invariant"))
 
 
-def _first_violation(ex: Exploration, fn: Callable[[tuple[Value, ...]], object], slots: set[int]) -> int | None:
-    """The first configuration where ``fn`` is false, evaluated once per distinct value of
-    the fields it reads (the state and ``slots``), as the explorer memoises steps."""
-    packing = ex.packing
-    mask = packing.state_mask
-    for slot in slots:
-        mask |= packing.field(slot)
-    smask, decode = packing.state_mask, packing.decode
-    bad = {key for key in {code & mask for code in ex.codes} if not fn((key & smask, *decode(key)))}
-    if not bad:
-        return None
-    return next(i for i, code in enumerate(ex.codes) if code & mask in bad)
-
-
 def _deadlock(ex: Exploration) -> CheckResult:
-    table, off = ex.table, ex.offsets
-    finals = {s.index for s in table.states if s.final}
-    bad = _first(ex, lambda i: off[i] == off[i + 1] and ex.state_of(i) not in finals)
+    table = ex.table
+    final = np.array([s.final for s in table.states], dtype=np.bool_)
+    offsets = graph.csr(ex)[0]
+    bad = columns.first((offsets[1:] == offsets[:-1]) & ~final[columns.states(ex)])
     if bad is None:
         return CheckResult("deadlock", None, True, "every non-final configuration accepts some event")
     where = describe_config(table, *ex.config(bad))
@@ -146,7 +131,7 @@ def _deadlock(ex: Exploration) -> CheckResult:
 def reached_states(ex: Exploration) -> set[int]:
     """States some configuration is in, plus transient states some fired row entered."""
     table = ex.table
-    reached = {ex.state_of(i) for i in range(ex.count)}
+    reached = {int(s) for s in np.flatnonzero(np.bincount(columns.states(ex), minlength=len(table.states)))}
     reached |= {table.state_index[r.target] for r in table.rows if ex.row_fires[r.index]}
     return reached
 
@@ -175,9 +160,8 @@ def _always_reachable(ex: Exploration, prop: Property) -> CheckResult:
     if table.states[target].transient:
         return CheckResult("always-reachable", prop.name, False,
                            f"{prop.target} is transient, so no configuration is ever in it: name a stable state")
-    goal = [ex.state_of(i) == target for i in range(ex.count)]
-    marked = graph.can_reach(ex, goal)
-    bad = _first(ex, lambda i: not marked[i])
+    marked = graph.can_reach(ex, columns.states(ex) == target)
+    bad = columns.first(~marked)
     if bad is None:
         return CheckResult("always-reachable", prop.name, True,
                            f"{prop.target} is reachable from all {ex.count} configurations")

@@ -33,11 +33,15 @@ import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.verify.packed import compile_packed
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
@@ -137,11 +141,11 @@ class _Direct:
     """One candidate row compiled for the direct path."""
 
     index: int
-    guard: Callable[[Any], Any] | None
+    guard: Callable[[int], Any] | None
     keep: int
     add: int
     stable: bool
-    updates: tuple[tuple[int, int, int, Callable[[Any], Any]], ...]   # (shift, lo, hi, fn)
+    updates: tuple[tuple[int, int, int, Callable[[int], Any]], ...]   # (shift, lo, hi, fn of the code)
 
 
 @dataclass
@@ -152,8 +156,9 @@ class _Plan:
     params: tuple[Value, ...]
     rmask: int
     rows: tuple[_Direct, ...]
-    memo: dict[int, tuple[int, int, int]] = field(default_factory=dict)   # key -> (keep, add, outcome)
-    direct: bool = False
+    memo: dict[int, tuple[int, int]] = field(default_factory=dict)   # key -> (keep, add); add = ~outcome: no edge
+    outcomes: dict[int, int] = field(default_factory=dict)   # key -> outcome, kept when the memo is emptied
+    direct_from: int | None = None   # the first configuration evaluated directly
 
 
 class Exploration:
@@ -175,10 +180,20 @@ class Exploration:
         self.row_fires: dict[int, int] = dict.fromkeys((r.index for r in table.rows), 0)
         self.unhandled: dict[tuple[int, int], int] = {}   # (state, label) -> configurations
         self._seen_errors: set[tuple[str, tuple[int, ...]]] = set()
-        self._outcome_rows: list[tuple[int, ...]] = []
-        self._outcome_site: list[tuple[int, int] | None] = []   # (state, label) when unhandled
-        self._outcome_error: list[SemanticError | None] = []
-        self._hits: list[int] = []
+        # Memoised step outcomes, by id. Outcome 0 is "nothing": the direct path's NO_EDGE is ~0.
+        self._outcome_rows: list[tuple[int, ...]] = [()]
+        self._outcome_site: list[tuple[int, int] | None] = [None]   # (state, label) when unhandled
+        self._outcome_error: list[SemanticError | None] = [None]
+        self._hits: list[int] = [0]
+        self.columns: dict[str, Any] = {}   # numpy views of the codes, filled by ``columns``
+
+    def code_array(self) -> npt.NDArray[Any]:
+        """The codes as a numpy array (int64, or Python ints past 63 bits), made once."""
+        cached = self.columns.get("codes")
+        if cached is None:
+            cached = np.array(self.codes, dtype=object if self.packing.all >= 1 << 63 else np.int64)
+            self.columns["codes"] = cached
+        return cached
 
     @property
     def count(self) -> int:
@@ -190,9 +205,6 @@ class Exploration:
 
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
         return self.packing.unpack(self.codes[i])
-
-    def state_of(self, i: int) -> int:
-        return self.codes[i] & self.packing.state_mask
 
     def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
         if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
@@ -234,66 +246,68 @@ class Exploration:
 
 
 def explore(table: Table, progress: Callable[[int], None] | None = None) -> Exploration:
-    """Explore breadth-first from the initial configuration; see the module docstring."""
+    """Explore breadth-first from the initial configuration; see the module docstring.
+
+    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
+    unpacked from tuples into locals, the growing ``codes`` list iterated directly (a
+    list iterator sees appended items, so it is the breadth-first queue), edges
+    appended to lists and copied into typed arrays once at the end, and progress
+    reported between chunks rather than tested per configuration."""
     ex = Exploration(table)
     packing = ex.packing
     smask = packing.state_mask
     plans, unhandled_labels = _plans(table, ex.labels, packing)
+    entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
-    hits, outcome_error = ex._hits, ex._outcome_error
+    outcome_error = ex._outcome_error
     codes, index = ex.codes, ex.index
-    parent, parent_label = ex.parent, ex.parent_label
-    offsets, edge_label, edge_target = ex.offsets, ex.edge_label, ex.edge_target
-    decode = packing.decode
-    state_configs = [0] * packing.nstates
+    parent: list[int] = [-1]
+    parent_label: list[int] = [-1]
+    offsets: list[int] = [0]
+    edge_label: list[int] = []
+    edge_target: list[int] = []
 
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
-    parent.append(-1)
-    parent_label.append(-1)
     i = 0
-    while i < len(codes):
-        if progress is not None and i % PROGRESS_EVERY == 0 and i:
-            progress(len(codes))
-        code = codes[i]
-        state = code & smask
-        state_configs[state] += 1
-        for plan in plans[state]:
-            if plan.direct:
-                new = _direct(ex, plan, i, state, code, decode(code))
-            else:
-                hit = plan.memo.get(code & plan.rmask)
+    queue = iter(codes)   # stops for good once it reaches the end: then nothing is left to explore
+    while True:
+        start = i
+        for code in islice(queue, PROGRESS_EVERY):
+            state = code & smask
+            for label, rmask, memo, plan in entries[state]:
+                hit = memo.get(code & rmask)
                 if hit is None:
-                    hit = _compute(ex, plan, i, state, code)
-                keep, add, oid = hit
-                hits[oid] += 1
-                if add == NO_EDGE:
-                    err = outcome_error[oid]
+                    hit = _miss(ex, plan, i, state, code)
+                keep, add = hit
+                if add < 0:
+                    err = outcome_error[~add]
                     if err is not None:
-                        ex.record_error(i, plan.label, err)
+                        ex.record_error(i, label, err)
                     continue
                 new = (code & keep) | add
-            if new == NO_EDGE:
-                continue
-            j = index.get(new)
-            if j is None:
-                j = len(codes)
-                index[new] = j
-                codes.append(new)
-                parent.append(i)
-                parent_label.append(plan.label)
-            edge_label.append(plan.label)
-            edge_target.append(j)
-        if ignore:
-            for label in unhandled_labels[state]:
+                j = index.get(new)
+                if j is None:
+                    j = index[new] = len(codes)
+                    codes.append(new)
+                    parent.append(i)
+                    parent_label.append(label)
                 edge_label.append(label)
-                edge_target.append(i)
-        offsets.append(len(edge_target))
-        i += 1
-    if progress is not None:
-        progress(len(codes))
-    _tally(ex, state_configs, unhandled_labels)
+                edge_target.append(j)
+            if ignore:
+                for label in unhandled_labels[state]:
+                    edge_label.append(label)
+                    edge_target.append(i)
+            offsets.append(len(edge_target))
+            i += 1
+        if i == start:
+            break
+        if progress is not None:
+            progress(len(codes))
+    ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
+    ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
+    _tally(ex, plans, unhandled_labels)
     return ex
 
 
@@ -313,13 +327,13 @@ def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[li
                 rmask = 0
                 for slot in reads(table, rows):
                     rmask |= packing.field(slot)
-                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r) for r in rows)))
+                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r, params) for r in rows)))
         plans.append(plan)
         unhandled.append(rest)
     return plans, unhandled
 
 
-def _compile_row(table: Table, packing: Packing, row: Row) -> _Direct:
+def _compile_row(table: Table, packing: Packing, row: Row, params: tuple[Value, ...]) -> _Direct:
     target = table.state_index[row.target]
     keep = packing.all & ~packing.state_mask
     updates = []
@@ -327,14 +341,26 @@ def _compile_row(table: Table, packing: Packing, row: Row) -> _Direct:
         slot = update.slot - 1
         keep &= ~packing.field(slot)
         var = table.variables[slot]
-        updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, update.fn))
-    return _Direct(row.index, row.guard_fn, keep, target, not table.states[target].transient, tuple(updates))
+        fn = compile_packed(update.expr, packing, params)
+        updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, fn))
+    guard = None if row.guard is None else compile_packed(row.guard, packing, params)
+    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates))
 
 
-def _compute(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int, int]:
+def _miss(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int]:
+    """A key the memo lacks: compute and memoise its outcome, or, once the memo has grown
+    past ``MEMO_LIMIT`` (and been emptied, so that every key misses), evaluate directly."""
+    if plan.direct_from is not None:
+        return 0, _direct(ex, plan, i, state, code)
+    hit = _compute(ex, plan, state, code)
+    if len(plan.memo) > MEMO_LIMIT:
+        plan.direct_from = i + 1
+        plan.memo.clear()
+    return hit
+
+
+def _compute(ex: Exploration, plan: _Plan, state: int, code: int) -> tuple[int, int]:
     """Run the reference semantics once for this key and memoise the outcome."""
-    if len(plan.memo) >= MEMO_LIMIT:
-        plan.direct = True
     event = ex.labels[plan.label][0]
     packing = ex.packing
     result: StepResult | SemanticError
@@ -343,41 +369,41 @@ def _compute(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tup
     except SemanticError as err:
         result = err
     oid = ex._outcome(result, state, plan.label)
-    hit = (0, NO_EDGE, oid)
+    hit = (0, ~oid)
     if not isinstance(result, SemanticError) and result.accepted:
         keep = packing.all & ~packing.state_mask
         for row in result.rows:
             for update in row.updates:
                 keep &= ~packing.field(update.slot - 1)
-        hit = (keep, packing.pack(result.state, result.vars) & ~keep, oid)
+        hit = (keep, packing.pack(result.state, result.vars) & ~keep)
     plan.memo[code & plan.rmask] = hit
+    plan.outcomes[code & plan.rmask] = oid
     return hit
 
 
-def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int, values: tuple[Value, ...]) -> int:
+def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     """The plain case evaluated from the compiled rows; everything else through ``step``."""
-    env = (state, *values, *plan.params)
     chosen: _Direct | None = None
     for row in plan.rows:
-        if row.guard is None or row.guard(env):
+        if row.guard is None or row.guard(code):
             if chosen is not None:
-                return _slow(ex, plan, i, state, values)
+                return _slow(ex, plan, i, state, code)
             chosen = row
     if chosen is None or not chosen.stable:
-        return _slow(ex, plan, i, state, values)
+        return _slow(ex, plan, i, state, code)
     new = (code & chosen.keep) | chosen.add
     for shift, lo, hi, fn in chosen.updates:
-        value = fn(env)
+        value = fn(code)
         if value < lo or value > hi:
-            return _slow(ex, plan, i, state, values)
+            return _slow(ex, plan, i, state, code)
         new |= (value - lo) << shift
     ex.row_fires[chosen.index] += 1
     return new
 
 
-def _slow(ex: Exploration, plan: _Plan, i: int, state: int, values: tuple[Value, ...]) -> int:
+def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     try:
-        result = step(ex.table, state, values, ex.labels[plan.label][0], plan.params)
+        result = step(ex.table, state, ex.packing.decode(code), ex.labels[plan.label][0], plan.params)
     except SemanticError as err:
         ex.record_error(i, plan.label, err)
         return NO_EDGE
@@ -389,15 +415,34 @@ def _slow(ex: Exploration, plan: _Plan, i: int, state: int, values: tuple[Value,
     return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
 
 
-def _tally(ex: Exploration, state_configs: list[int], unhandled_labels: list[list[int]]) -> None:
-    """Fold the memo hit counts into row fire counts and the unhandled report."""
+def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]]) -> None:
+    """Count how often each memoised outcome was used, after the fact (the hot loop does
+    not count): for each (state, label) plan, the configurations of that state up to the
+    switch to the direct path, grouped by memo key. Then fold the counts into row fire
+    counts and the unhandled report."""
+    codes = ex.code_array()
+    states = codes & ex.packing.state_mask
+    in_state = [np.flatnonzero(states == s) for s in range(ex.packing.nstates)]
+    hits = ex._hits
+    for state, state_plans in enumerate(plans):
+        for plan in state_plans:
+            which = in_state[state]
+            if plan.direct_from is not None:
+                which = which[: np.searchsorted(which, plan.direct_from)]
+            if not plan.rmask:
+                if len(which):
+                    hits[plan.outcomes[0]] += len(which)
+                continue
+            keys, counts = np.unique(codes[which] & plan.rmask, return_counts=True)
+            for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
+                hits[plan.outcomes[key]] += count
     fires = ex.row_fires
-    for rows, site, hits in zip(ex._outcome_rows, ex._outcome_site, ex._hits, strict=True):
+    for rows, site, n in zip(ex._outcome_rows, ex._outcome_site, hits, strict=True):
         for row in rows:
-            fires[row] += hits
-        if site is not None and hits:
-            ex.unhandled[site] = ex.unhandled.get(site, 0) + hits
+            fires[row] += n
+        if site is not None and n:
+            ex.unhandled[site] = ex.unhandled.get(site, 0) + n
     for state, labels in enumerate(unhandled_labels):
-        if state_configs[state]:
+        if len(in_state[state]):
             for label in labels:
-                ex.unhandled[(state, label)] = ex.unhandled.get((state, label), 0) + state_configs[state]
+                ex.unhandled[(state, label)] = ex.unhandled.get((state, label), 0) + len(in_state[state])

@@ -1,19 +1,28 @@
-"""Linear passes over the explored graph's CSR arrays (no graph objects for the whole space).
+"""Whole-space passes over the explored graph's CSR arrays, in compiled code.
 
 The configuration graph can hold millions of nodes and edges; a networkx DiGraph of it
-costs ten times the exploration. These passes read ``offsets``/``edge_target``/
-``edge_label`` as they are: a reverse breadth-first search for ``always-reachable`` and
-a peel-then-Tarjan cycle search for ``no-cycle-within``.
+costs ten times the exploration, and a pure-Python linear pass over it about as much as
+the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge_label``
+arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
+the reversed graph for ``always-reachable``, strongly connected components of the
+allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
+cycle inside one component) is walked in Python.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections import deque
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 from agentfsm.verify.explore import Exploration
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 
 Node = TypeVar("Node", bound=Hashable)
 Edge = TypeVar("Edge")
@@ -31,43 +40,38 @@ def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> li
     return edges
 
 
-def reverse_csr(ex: Exploration) -> tuple[array[int], array[int]]:
-    """Predecessor lists in CSR form: ``(offsets, sources)``."""
+def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
+    """The exploration's ``(offsets, targets, labels)`` as numpy arrays (views, no copy):
+    array's ``q`` and ``i`` are C's long long and int."""
+    return (np.frombuffer(ex.offsets, dtype=np.longlong), np.frombuffer(ex.edge_target, dtype=np.longlong),
+            np.frombuffer(ex.edge_label, dtype=np.intc))
+
+
+def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any]) -> Any:
+    """An n×n adjacency matrix over the CSR arrays (edge weights are irrelevant here).
+
+    scipy's graph routines index with int32; handing it int32 arrays up front spares the
+    constructor a scan of the int64 ones to prove they fit."""
+    if max(n, len(targets)) < 1 << 31:
+        offsets, targets = offsets.astype(np.int32, copy=False), targets.astype(np.int32, copy=False)
+    return csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
+
+
+def can_reach(ex: Exploration, goal: Bools) -> Bools:
+    """For every configuration: True if some configuration with ``goal`` is reachable from it.
+
+    A breadth-first search of the reversed graph from a virtual node ``n`` whose edges
+    lead to every goal configuration."""
     n = ex.count
-    counts = [0] * (n + 1)
-    for t in ex.edge_target:
-        counts[t + 1] += 1
-    total = 0
-    for k in range(n + 1):
-        total += counts[k]
-        counts[k] = total
-    offsets = array("q", counts)
-    pos = counts[:-1]
-    sources = array("q", bytes(8 * total))
-    off, tgt = ex.offsets, ex.edge_target
-    for i in range(n):
-        for e in range(off[i], off[i + 1]):
-            t = tgt[e]
-            sources[pos[t]] = i
-            pos[t] += 1
-    return offsets, sources
-
-
-def can_reach(ex: Exploration, goal: Sequence[bool]) -> bytearray:
-    """For every configuration: 1 if some configuration with ``goal`` is reachable from it."""
-    offsets, sources = reverse_csr(ex)
-    marked = bytearray(ex.count)
-    queue = deque(i for i in range(ex.count) if goal[i])
-    for i in queue:
-        marked[i] = 1
-    while queue:
-        i = queue.popleft()
-        for e in range(offsets[i], offsets[i + 1]):
-            s = sources[e]
-            if not marked[s]:
-                marked[s] = 1
-                queue.append(s)
-    return marked
+    offsets, targets, _ = csr(ex)
+    reverse = _matrix(n, offsets, targets).T.tocsr()
+    goals = np.flatnonzero(goal)
+    indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
+    indices = np.concatenate((reverse.indices, goals))
+    reached = breadth_first_order(_matrix(n + 1, indptr, indices), n, directed=True, return_predecessors=False)
+    marked = np.zeros(n + 1, dtype=np.bool_)
+    marked[reached] = True
+    return marked[:n]
 
 
 def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]] | None:
@@ -77,83 +81,27 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     the labels are those of a shortest cycle through it. None when the subgraph is acyclic.
     """
     n = ex.count
-    off, tgt, lab = ex.offsets, ex.edge_target, ex.edge_label
-    indeg = [0] * n
-    for i in range(n):
-        for e in range(off[i], off[i + 1]):
-            if allowed[lab[e]]:
-                indeg[tgt[e]] += 1
-    queue = [i for i in range(n) if indeg[i] == 0]
-    removed = bytearray(n)
-    while queue:
-        i = queue.pop()
-        removed[i] = 1
-        for e in range(off[i], off[i + 1]):
-            if allowed[lab[e]]:
-                t = tgt[e]
-                indeg[t] -= 1
-                if indeg[t] == 0:
-                    queue.append(t)
-    rest = [i for i in range(n) if not removed[i]]
-    if not rest:
+    offsets, targets, labels = csr(ex)
+    keep = np.asarray(allowed, dtype=np.bool_)[labels]
+    kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
+    sub_targets = targets[keep]
+    count, component = connected_components(_matrix(n, kept, sub_targets), directed=True, connection="strong")
+    cyclic = np.bincount(component, minlength=count) > 1
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept))
+    cyclic[component[sources[sources == sub_targets]]] = True
+    on_cycle = cyclic[component]
+    if not on_cycle.any():
         return None
-    node = _lowest_on_cycle(ex, allowed, rest, removed)
-    return node, _shortest_cycle(ex, allowed, node)
+    node = int(np.argmax(on_cycle))
+    return node, _shortest_cycle(ex, allowed, node, component == component[node])
 
 
-def _successors(ex: Exploration, allowed: Sequence[bool], i: int) -> list[int]:
-    off, tgt, lab = ex.offsets, ex.edge_target, ex.edge_label
-    return [tgt[e] for e in range(off[i], off[i + 1]) if allowed[lab[e]]]
+def _shortest_cycle(ex: Exploration, allowed: Sequence[bool], node: int, inside: Bools) -> list[int]:
+    """Labels of a shortest cycle from ``node`` back to itself over allowed edges.
 
-
-def _lowest_on_cycle(ex: Exploration, allowed: Sequence[bool], rest: list[int], removed: bytearray) -> int:
-    """Iterative Tarjan over the nodes the peel left; the lowest node of a cyclic component."""
-    number: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on_stack: set[int] = set()
-    best = -1
-    for root in rest:
-        if root in number:
-            continue
-        work = [(root, iter(t for t in _successors(ex, allowed, root) if not removed[t]))]
-        number[root] = low[root] = len(number)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, it = work[-1]
-            child = next(it, None)
-            if child is not None:
-                if child not in number:
-                    number[child] = low[child] = len(number)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(t for t in _successors(ex, allowed, child) if not removed[t])))
-                elif child in on_stack:
-                    low[node] = min(low[node], number[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == number[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                cyclic = len(component) > 1 or node in _successors(ex, allowed, node)
-                if cyclic:
-                    lowest = min(component)
-                    best = lowest if best < 0 else min(best, lowest)
-    assert best >= 0, "the peel leaves only nodes reachable from a cycle"
-    return best
-
-
-def _shortest_cycle(ex: Exploration, allowed: Sequence[bool], node: int) -> list[int]:
-    """Labels of a shortest cycle from ``node`` back to itself over allowed edges."""
+    Every cycle through ``node`` stays in its strongly connected component ``inside``, so
+    the search never leaves it (and visits its nodes in the same order as a search of the
+    whole graph would)."""
     off, tgt, lab = ex.offsets, ex.edge_target, ex.edge_label
     back: dict[int, tuple[int, int]] = {}
     queue = deque([node])
@@ -164,13 +112,13 @@ def _shortest_cycle(ex: Exploration, allowed: Sequence[bool], node: int) -> list
                 continue
             t = tgt[e]
             if t == node:
-                labels = [lab[e]]
+                cycle = [lab[e]]
                 while i != node:
                     i, label = back[i]
-                    labels.append(label)
-                labels.reverse()
-                return labels
-            if t not in back:
+                    cycle.append(label)
+                cycle.reverse()
+                return cycle
+            if t not in back and inside[t]:
                 back[t] = (i, lab[e])
                 queue.append(t)
     raise AssertionError("node lies on a cycle")

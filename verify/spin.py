@@ -51,14 +51,16 @@ def _run(cmd: list[str], cwd: Path, timeout: float, check: bool = True) -> tuple
     return done.stdout, elapsed
 
 
-def run_spin(table: Table, workdir: Path, depth: int = 10_000_000, timeout: float = 600) -> SpinRun:
-    """Exhaustive safety search without reductions (``-DNOREDUCE``); the depth bound must
-    exceed the longest path, which for a counter is the counter's range."""
+def run_spin(table: Table, workdir: Path, depth: int = 10_000_000, timeout: float = 600,
+             reduce: bool = False) -> SpinRun:
+    """Exhaustive safety search, without partial-order reduction (``-DNOREDUCE``) unless
+    ``reduce``; the depth bound must exceed the longest path, which for a counter is the
+    counter's range."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "model.pml").write_text(export_promela(table), encoding="utf-8")
     _, generate = _run(["spin", "-a", "model.pml"], workdir, timeout)
-    _, compile_s = _run(["gcc", "-O2", "-DSAFETY", "-DNOREDUCE", "-DMEMLIM=16000", "-o", "pan", "pan.c"],
-                        workdir, timeout)
+    flags = ["-DSAFETY", "-DMEMLIM=16000"] + ([] if reduce else ["-DNOREDUCE"])
+    _, compile_s = _run(["gcc", "-O2", *flags, "-o", "pan", "pan.c"], workdir, timeout)
     out, search = _run(["./pan", f"-m{depth}", "-w24"], workdir, timeout, check=False)
     states = re.search(r"(\d+) states, stored", out)
     errors = re.search(r"errors: (\d+)", out)
