@@ -47,14 +47,22 @@ def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
             np.frombuffer(ex.edge_label, dtype=np.intc))
 
 
-def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any]) -> Any:
-    """An n×n adjacency matrix over the CSR arrays (edge weights are irrelevant here).
-
-    scipy's graph routines index with int32; handing it int32 arrays up front spares the
-    constructor a scan of the int64 ones to prove they fit."""
+def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weights: npt.NDArray[Any]) -> Any:
+    """An n×n adjacency matrix over the CSR arrays, in the form scipy's graph routines take
+    without copying: int32 indices (or the constructor scans int64 ones to prove they fit)
+    and float64 weights (or each routine converts them). The weights themselves are unused."""
     if max(n, len(targets)) < 1 << 31:
         offsets, targets = offsets.astype(np.int32, copy=False), targets.astype(np.int32, copy=False)
-    return csr_matrix((np.ones(len(targets), dtype=np.int8), targets, offsets), shape=(n, n))
+    return csr_matrix((weights[: len(targets)], targets, offsets), shape=(n, n))
+
+
+def _weights(ex: Exploration) -> npt.NDArray[np.float64]:
+    """Unit weights for every matrix over this exploration, allocated once: fresh pages
+    for a few tens of megabytes cost more than the graph routines that read them."""
+    ones = ex.columns.get("ones")
+    if ones is None:
+        ones = ex.columns["ones"] = np.ones(ex.transitions + ex.count + 1)
+    return ones
 
 
 def can_reach(ex: Exploration, goal: Bools) -> Bools:
@@ -64,11 +72,12 @@ def can_reach(ex: Exploration, goal: Bools) -> Bools:
     lead to every goal configuration."""
     n = ex.count
     offsets, targets, _ = csr(ex)
-    reverse = _matrix(n, offsets, targets).T.tocsr()
+    reverse = _matrix(n, offsets, targets, np.ones(len(targets), dtype=np.int8)).T.tocsr()   # int8: cheap to move
     goals = np.flatnonzero(goal)
     indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
     indices = np.concatenate((reverse.indices, goals))
-    reached = breadth_first_order(_matrix(n + 1, indptr, indices), n, directed=True, return_predecessors=False)
+    reached = breadth_first_order(_matrix(n + 1, indptr, indices, _weights(ex)), n, directed=True,
+                                  return_predecessors=False)
     marked = np.zeros(n + 1, dtype=np.bool_)
     marked[reached] = True
     return marked[:n]
@@ -85,7 +94,9 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     keep = np.asarray(allowed, dtype=np.bool_)[labels]
     kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
     sub_targets = targets[keep]
-    count, component = connected_components(_matrix(n, kept, sub_targets), directed=True, connection="strong")
+    subgraph = _matrix(n, kept, sub_targets, _weights(ex))
+    subgraph.sum_duplicates()   # scipy's strong components loop forever on duplicate edges (two events, one target)
+    count, component = connected_components(subgraph, directed=True, connection="strong")
     cyclic = np.bincount(component, minlength=count) > 1
     sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept))
     cyclic[component[sources[sources == sub_targets]]] = True
