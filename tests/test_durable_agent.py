@@ -187,6 +187,11 @@ def test_sigkill_mid_tool_then_resume_never_runs_the_tool_twice(tmp_path: Path) 
     deadline = time.monotonic() + 30
     while not ledger.exists() and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.02)
+    # The two calls run concurrently: wait (under any load) until read_file's result is durable,
+    # so that the kill lands while only run_command is in flight.
+    while time.monotonic() < deadline and child.poll() is None and not any(
+            e["tool"] == "read_file" and e["status"] == "completed" for e in journal(tmp_path)["current"]["effects"]):
+        time.sleep(0.05)
     os.killpg(child.pid, signal.SIGKILL)  # the agent and the command it runs
     assert child.wait(10) == -signal.SIGKILL and ledger.read_text() == "ran\n"
     before = journal(tmp_path)["records"]
