@@ -7,21 +7,18 @@ table accepts, and once settled every tool call in the conversation has exactly 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 from collections import Counter, deque
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.llm import Call, Fail, LlmChunk, LlmRequest, ReplyStep, Say, ScriptedLlm, Wait
+from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.impl.prompts import PermissionRequest, QuestionRequest
 from agentfsm.impl.vibework import SETTLED, VibeworkAgent, VibeworkConfig
 from agentfsm.spec import load_table
 from conftest import SPEC
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
+from stateful_agents import AgentMachine, QueuedReplies
 
 VIBEWORK = load_table(SPEC / "vibework-agent.yaml")
 
@@ -34,17 +31,12 @@ steps = st.one_of(st.builds(Say, st.sampled_from(["ok", "two words"])), st.build
                   st.builds(Fail, st.sampled_from(["503"])), calls)
 
 
-class Queued:
-    """Replies, verdicts and answers pushed by the test; an empty queue answers at once and plainly."""
+class Queued(QueuedReplies):
+    """Replies and permission verdicts pushed by the test; an empty queue answers at once and plainly."""
 
     def __init__(self) -> None:
-        self.replies: deque[list[ReplyStep]] = deque()
+        super().__init__()
         self.verdicts: deque[tuple[bool, float]] = deque()
-
-    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
-        reply = self.replies.popleft() if self.replies else [Say("fine")]
-        async for chunk in ScriptedLlm([reply]).stream(request):
-            yield chunk
 
 
 class Verdicts:
@@ -63,19 +55,17 @@ class Answers:
         return tuple("yes" for _ in request.questions)
 
 
-class VibeworkMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.workdir = Path(tempfile.mkdtemp(prefix="agentfsm-vibework-"))
+class VibeworkMachine(AgentMachine):
+    agent: VibeworkAgent
+
+    def make_agent(self) -> VibeworkAgent:
         self.queued = Queued()
-        self.agent = VibeworkAgent(VIBEWORK, self.queued, config=VibeworkConfig(
+        agent = VibeworkAgent(VIBEWORK, self.queued, config=VibeworkConfig(
             workdir=self.workdir, allow=("list_dir", "read_file")), permissions=Verdicts(self.queued),
             questions=Answers())
         self.broken: list[str] = []
-        self.agent.add_listener(self._check_step)
-        self.loop.run_until_complete(self._start())
-        self.shut = False
+        agent.add_listener(self._check_step)
+        return agent
 
     def _check_step(self, change: StateChange) -> None:
         state = VIBEWORK.state(change.state)
@@ -86,15 +76,6 @@ class VibeworkMachine(RuleBasedStateMachine):
                         for inv in VIBEWORK.invariants if not inv.fn(env)]
         if not change.accepted:
             self.broken.append(f"{change.event} rejected in {change.previous}")
-
-    async def _start(self) -> None:
-        self.agent.start()
-
-    def _run(self, coro: object, limit: float = 10.0) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(limit):
-                await coro  # type: ignore[misc]
-        self.loop.run_until_complete(bounded())
 
     @precondition(lambda self: not self.shut)
     @rule(reply=st.lists(steps, max_size=4))
@@ -110,16 +91,6 @@ class VibeworkMachine(RuleBasedStateMachine):
     @rule(text=st.sampled_from(["hi", "do it"]))
     def send_input(self, text: str) -> None:
         self.agent.send_input(text)
-
-    @precondition(lambda self: not self.shut)
-    @rule(seconds=st.sampled_from([0.0, 0.003, 0.015]))
-    def time_passes(self, seconds: float) -> None:
-        self._run(asyncio.sleep(seconds))
-
-    @precondition(lambda self: not self.shut)
-    @rule()
-    def interrupt(self) -> None:
-        self._run(self.agent.interrupt())
 
     @precondition(lambda self: not self.shut)
     @rule()
@@ -151,17 +122,6 @@ class VibeworkMachine(RuleBasedStateMachine):
     def every_step_kept_the_rules(self) -> None:
         assert not self.broken, self.broken
         assert not self.agent.failures and not self.agent.engine.anomalies
-
-    def teardown(self) -> None:
-        try:
-            if not self.shut:
-                self._run(self.agent.shutdown(), limit=5.0)
-            pending = asyncio.all_tasks(self.loop)
-            if pending:
-                self.loop.run_until_complete(asyncio.wait(pending, timeout=5))
-        finally:
-            self.loop.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 VibeworkMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)

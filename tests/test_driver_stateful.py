@@ -6,20 +6,14 @@ never transient; shutdown succeeds from whatever state the run is in.
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import tempfile
-from collections import deque
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-from agentfsm.impl.llm import Call, Fail, LlmChunk, LlmRequest, ReplyStep, Say, ScriptedLlm, Wait
+from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.impl.loom import LoomAgent, LoomConfig
 from agentfsm.spec import load_table
 from conftest import SPEC
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
+from stateful_agents import AgentMachine, QueuedReplies
 
 LOOM = load_table(SPEC / "loom-agent.yaml")
 
@@ -33,39 +27,13 @@ steps = st.one_of(
 )
 
 
-class QueuedLlm:
-    """Replies pushed by the test as it goes; an empty queue answers a plain text."""
+class DriverMachine(AgentMachine):
+    agent: LoomAgent
 
-    def __init__(self) -> None:
-        self.replies: deque[list[ReplyStep]] = deque()
-        self.requests = 0
-
-    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
-        self.requests += 1
-        reply = self.replies.popleft() if self.replies else [Say("fine")]
-        async for chunk in ScriptedLlm([reply]).stream(request):
-            yield chunk
-
-
-class DriverMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.loop = asyncio.new_event_loop()
-        self.workdir = Path(tempfile.mkdtemp(prefix="agentfsm-stateful-"))
-        self.llm = QueuedLlm()
-        self.agent = LoomAgent(LOOM, self.llm, config=LoomConfig(
+    def make_agent(self) -> LoomAgent:
+        self.llm = QueuedReplies()
+        return LoomAgent(LOOM, self.llm, config=LoomConfig(
             workdir=self.workdir, retry_base=0.001, retry_max=0.004, tool_concurrency=1, commit_hook=False))
-        self.loop.run_until_complete(self._start())
-        self.shut = False
-
-    async def _start(self) -> None:
-        self.agent.start()
-
-    def _run(self, coro: object, limit: float = 10.0) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(limit):
-                await coro  # type: ignore[misc]
-        self.loop.run_until_complete(bounded())
 
     @precondition(lambda self: not self.shut)
     @rule(reply=st.lists(steps, max_size=4))
@@ -76,16 +44,6 @@ class DriverMachine(RuleBasedStateMachine):
     @rule(text=st.sampled_from(["hi", "do it"]))
     def send_input(self, text: str) -> None:
         self.agent.send_input(text)
-
-    @precondition(lambda self: not self.shut)
-    @rule(seconds=st.sampled_from([0.0, 0.003, 0.015]))
-    def time_passes(self, seconds: float) -> None:
-        self._run(asyncio.sleep(seconds))
-
-    @precondition(lambda self: not self.shut)
-    @rule()
-    def interrupt(self) -> None:
-        self._run(self.agent.interrupt())
 
     @precondition(lambda self: not self.shut)
     @rule()
@@ -122,14 +80,6 @@ class DriverMachine(RuleBasedStateMachine):
         assert not self.agent.failures
         assert not engine.anomalies, "the driver only feeds events the table accepts"
         assert all(not LOOM.state(change.state).transient for change in self.agent.history)
-
-    def teardown(self) -> None:
-        try:
-            if not self.shut:
-                self._run(self.agent.shutdown(), limit=5.0)
-        finally:
-            self.loop.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 DriverMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
