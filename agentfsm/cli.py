@@ -11,7 +11,8 @@ from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
 from agentfsm.diagrams import commands as diagram_commands
 from agentfsm.impl import commands as impl_commands
-from agentfsm.impl import durable_commands, worker_commands
+from agentfsm.impl.durable import commands as durable_commands
+from agentfsm.impl.workers import commands as worker_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
 from agentfsm.verify import conformance_commands, crash_commands

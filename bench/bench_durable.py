@@ -17,15 +17,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from agentfsm.impl.durable import DurableRun, Options
-from agentfsm.impl.durable_driver import DurableLink
-from agentfsm.impl.journal import canonical
-from agentfsm.impl.llm import Call, ReplyStep, Say, ScriptedLlm
-from agentfsm.impl.loom import LoomAgent, LoomConfig, Transcript
-from agentfsm.impl.store_sqlite import SqliteStore, connect
+from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
+from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.journal import canonical
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.stores.sqlite import SqliteStore, connect
 from agentfsm.spec import Table, load_table
 from agentfsm.verify.crash import CrashChecker
-from agentfsm.verify.ledger import MemoryLedger, ledger_tools
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTER = ROOT / "tests" / "tables" / "counter.yaml"

@@ -28,12 +28,12 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import psycopg
-from agentfsm.impl.durable import DurableRun, Options
-from agentfsm.impl.store_postgres import PostgresStore
-from agentfsm.impl.store_sqlite import SqliteStore
-from agentfsm.impl.worker import Events, serve, submit
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.stores.postgres import PostgresStore
+from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.impl.workers.worker import Events, serve, submit
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.ledger import MemoryLedger, ledger_tools
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The reference engine behind the conformance adapter protocol (DESIGN.md, JSON Lines on stdio).
+"""The reference engine behind the conformance adapter protocol (docs/conformance.md, JSON Lines on stdio).
 
 One reply per request line; a request it cannot serve (garbage, unknown op or event, bad
 parameters, a table that breaks its rules) is answered ``{"ok": false, "error": ...}`` and

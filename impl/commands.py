@@ -8,11 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-from agentfsm.impl import durable_commands
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.openai_client import OpenAIClient
+from agentfsm.impl.agents.play import PLAYERS, SETTINGS_OF, Run
+from agentfsm.impl.durable import commands as durable_commands
+from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
-from agentfsm.impl.play_agents import PLAYERS, SETTINGS_OF, Run
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 
 from agentfsm.cliutil import BadInput, add_set_option, load_tables

@@ -70,7 +70,7 @@ Hook = Callable[[ActionContext], None]
 
 
 class Journal(Protocol):
-    """Makes a driver durable (``agentfsm.impl.durable_driver``): it steps the engine through a
+    """Makes a driver durable (``agentfsm.impl.durable.driver``): it steps the engine through a
     journal and performs the table's external actions as effects, so the driver's own
     handlers for them do not run."""
 

@@ -9,15 +9,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
+from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
-from agentfsm.impl.durable import DurableRun
-from agentfsm.impl.durable_driver import DurableLink
+from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.journal import Store
+from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.engine import Engine, UnknownEvent
-from agentfsm.impl.journal import Store
-from agentfsm.impl.llm import LlmClient, ScriptedLlm
-from agentfsm.impl.loom import LoomAgent, LoomConfig
+from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
 from agentfsm.impl.script import AgentScript, EventScript, Turn
-from agentfsm.impl.tools import ToolResult
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
 

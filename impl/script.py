@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
-from agentfsm.impl.prompts import ScriptedAnswer, ScriptedVerdict
+from agentfsm.impl.agents.prompts import ScriptedAnswer, ScriptedVerdict
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.expr import Value
 from agentfsm.spec.yamlio import load_document

@@ -1,4 +1,4 @@
-"""The step semantics of DESIGN.md, as one pure function over the compiled table.
+"""The step semantics of docs/table-format.md ("Step semantics"), as one pure function over the compiled table.
 
 This is the definition every other part is tested against: the explorer's successor
 function, the transitions-based runtime and generated vectors must agree with it.

@@ -8,10 +8,10 @@ import os
 import time
 from pathlib import Path
 
-from agentfsm.impl.durable import EffectCall, StatusReply, Tool
-from agentfsm.impl.journal import JSON
+from agentfsm.impl.durable.journal import JSON
+from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
+from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
 from agentfsm.spec.model import Table
-from agentfsm.verify.ledger import FileLedger, LedgerTool
 
 
 class LingeringTool:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from agentfsm.impl.driver import Driver
-from agentfsm.impl.llm import LlmChunk, LlmRequest, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.llm.client import LlmChunk, LlmRequest, ReplyStep, Say, ScriptedLlm
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentfsm.impl.prompts import ScriptedAnswer, ScriptedVerdict
+from agentfsm.impl.agents.prompts import ScriptedAnswer, ScriptedVerdict
 from agentfsm.impl.script import AgentScript, ScriptError, parse_script
 from conftest import ROOT, run_cli
 

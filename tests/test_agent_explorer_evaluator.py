@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from agent_runs import Watcher, run
-from agentfsm.impl.explorer_commands import Command, CommandRunner, parse_reply
-from agentfsm.impl.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, Notes, WorkingMemory
-from agentfsm.impl.llm import Fail, Say, ScriptedLlm
+from agentfsm.impl.agents.explorer_commands import Command, CommandRunner, parse_reply
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, Notes, WorkingMemory
+from agentfsm.impl.llm.client import Fail, Say, ScriptedLlm
 from agentfsm.spec import Table, load_table
 from conftest import SPEC
 

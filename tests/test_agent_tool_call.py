@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from agent_runs import run
-from agentfsm.impl.llm import ToolCall
-from agentfsm.impl.prompts import ScriptedPermissions, ScriptedVerdict
-from agentfsm.impl.tool_call import ToolCallRunner, validate
-from agentfsm.impl.tools import builtin_tools
+from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedVerdict
+from agentfsm.impl.agents.tool_call import ToolCallRunner, validate
+from agentfsm.impl.agents.tools import builtin_tools
+from agentfsm.impl.llm.client import ToolCall
 from agentfsm.spec import Table, load_table
 from conftest import SPEC
 

@@ -10,10 +10,16 @@ from typing import Any
 
 import pytest
 from agent_runs import Watcher, run
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, ScriptedLlm, Wait
-from agentfsm.impl.loom import INTERRUPTED, Transcript
-from agentfsm.impl.prompts import ScriptedAnswer, ScriptedPermissions, ScriptedQuestions, ScriptedVerdict, Verdict
-from agentfsm.impl.vibework import VibeworkAgent, VibeworkConfig
+from agentfsm.impl.agents.loom import INTERRUPTED, Transcript
+from agentfsm.impl.agents.prompts import (
+    ScriptedAnswer,
+    ScriptedPermissions,
+    ScriptedQuestions,
+    ScriptedVerdict,
+    Verdict,
+)
+from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.spec import Table, load_table
 from conftest import SPEC
 

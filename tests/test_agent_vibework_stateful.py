@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, deque
 
+from agentfsm.impl.agents.prompts import PermissionRequest, QuestionRequest
+from agentfsm.impl.agents.vibework import SETTLED, VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
-from agentfsm.impl.prompts import PermissionRequest, QuestionRequest
-from agentfsm.impl.vibework import SETTLED, VibeworkAgent, VibeworkConfig
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.spec import load_table
 from conftest import SPEC
 from hypothesis import settings

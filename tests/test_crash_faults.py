@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable import DurableRun
-from agentfsm.impl.durable_state import Effect, RunState
-from agentfsm.impl.journal import STARTED, Entry, Record
+from agentfsm.impl.durable.journal import STARTED, Entry, Record
+from agentfsm.impl.durable.run import DurableRun
+from agentfsm.impl.durable.state import Effect, RunState
 from agentfsm.spec import Table, load_table
 from agentfsm.verify.crash import CrashChecker, CrashReport
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from agentfsm.impl.agents.loom import INTERRUPTED, LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, ScriptedLlm, Wait
-from agentfsm.impl.loom import INTERRUPTED, LoomAgent, LoomConfig, Transcript
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.spec import Table
 
 T = TypeVar("T")

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentfsm.impl.llm import LlmError, LlmRequest, ResponseBuilder
-from agentfsm.impl.loom import LoomAgent, LoomConfig, Transcript
-from agentfsm.impl.openai_client import OpenAIClient
+from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
+from agentfsm.impl.llm.client import LlmError, LlmRequest, ResponseBuilder
+from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.spec import Table
 
 Respond = Callable[[dict[str, Any], asyncio.StreamWriter], Awaitable[None]]

@@ -6,8 +6,8 @@ never transient; shutdown succeeds from whatever state the run is in.
 
 from __future__ import annotations
 
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, Wait
-from agentfsm.impl.loom import LoomAgent, LoomConfig
+from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.spec import load_table
 from conftest import SPEC
 from hypothesis import settings

@@ -7,8 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from agentfsm.impl.llm import ToolCall
-from agentfsm.impl.tools import Toolbox, ToolResult, builtin_tools, git_commit
+from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
+from agentfsm.impl.llm.client import ToolCall
 
 
 def execute(workdir: Path, name: str, arguments: object, timeout: float = 10.0) -> ToolResult:

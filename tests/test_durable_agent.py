@@ -17,12 +17,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agentfsm.impl.durable_driver import DurableLink
-from agentfsm.impl.journal import Store
-from agentfsm.impl.llm import Call, Fail, ReplyStep, Say, ScriptedLlm
-from agentfsm.impl.loom import LoomAgent, LoomConfig, Transcript
-from agentfsm.impl.store_memory import MemoryStore
-from agentfsm.impl.tools import Tool, Toolbox, builtin_tools
+from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
+from agentfsm.impl.agents.tools import Tool, Toolbox, builtin_tools
+from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.journal import Store
+from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table
 from test_driver_loom import run
 

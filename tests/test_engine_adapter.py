@@ -1,4 +1,4 @@
-"""The adapter protocol (DESIGN.md): one reply per request, never dying on bad input."""
+"""The adapter protocol (docs/conformance.md): one reply per request, never dying on bad input."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from agentfsm.impl.durable import DurableRun
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
-from agentfsm.verify.ledger import FileLedger, ledger_tools
 
 COUNTER = Path(__file__).parent / "tables" / "counter.yaml"
 WRITERS, TICKS = 4, 25

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable import DurableRun, Options, repair_torn_tail
-from agentfsm.impl.journal import CorruptJournal, Store
-from agentfsm.impl.store_memory import Crash, MemoryStore
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.durable.journal import CorruptJournal, Store
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun, Options, repair_torn_tail
+from agentfsm.impl.stores.memory import Crash, MemoryStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.ledger import MemoryLedger, ledger_tools
 
 APPROVAL_TABLE = Path(__file__).parent / "tables" / "approval-demo.yaml"
 

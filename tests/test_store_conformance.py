@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.journal import Conflict, CorruptJournal, Entry, RunExists, Store, UnknownRun
-from agentfsm.impl.store_memory import MemoryStore
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.durable.journal import Conflict, CorruptJournal, Entry, RunExists, Store, UnknownRun
+from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg_support import fresh_schema
@@ -80,7 +80,7 @@ def _postgres_damage(url: str, schema: str, table: str) -> Callable[[Store, str,
 
 
 def _postgres_kit(url: str, schema: str) -> Kit:
-    from agentfsm.impl.store_postgres import PostgresStore
+    from agentfsm.impl.stores.postgres import PostgresStore
 
     def make() -> Store:
         return PostgresStore(url, schema)

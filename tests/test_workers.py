@@ -10,16 +10,16 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from agentfsm.impl.durable import EffectCall, Options, StatusReply
-from agentfsm.impl.journal import JSON, Entry, JournalError
-from agentfsm.impl.leases import FencedStore, Lease, LeaseLost
-from agentfsm.impl.store_postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
-from agentfsm.impl.store_sqlite import SqliteStore
-from agentfsm.impl.stores import StoreURLError, open_leasing_store, open_store, postgres_args, sqlite_path
-from agentfsm.impl.worker import GuardedTool, Worker, submit
+from agentfsm.impl.durable.journal import JSON, Entry, JournalError
+from agentfsm.impl.durable.leases import FencedStore, Lease, LeaseLost
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import EffectCall, Options, StatusReply
+from agentfsm.impl.stores.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
+from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.impl.stores.urls import StoreURLError, open_leasing_store, open_store, postgres_args, sqlite_path
+from agentfsm.impl.workers.worker import GuardedTool, Worker, submit
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
-from agentfsm.verify.ledger import MemoryLedger, ledger_tools
 from pg_support import fresh_schema
 from psycopg import sql
 

@@ -19,11 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.journal import ANOMALY, STALE, STEP, UNKNOWN
-from agentfsm.impl.store_postgres import PostgresStore
-from agentfsm.impl.worker import EVENT_ID, submit
+from agentfsm.impl.durable.journal import ANOMALY, STALE, STEP, UNKNOWN
+from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.stores.postgres import PostgresStore
+from agentfsm.impl.workers.worker import EVENT_ID, submit
 from agentfsm.spec import load_table
-from agentfsm.verify.ledger import FileLedger
 from pg_support import fresh_schema
 
 COUNTER = Path(__file__).parent / "tables" / "counter.yaml"

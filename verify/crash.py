@@ -30,12 +30,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentfsm.impl.durable import DurableRun, Options
-from agentfsm.impl.journal import ANOMALY, JSON, STALE, STEP, CorruptJournal, JournalError
-from agentfsm.impl.store_memory import Crash, MemoryStore
+from agentfsm.impl.durable.journal import ANOMALY, JSON, STALE, STEP, CorruptJournal, JournalError
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec.model import Table
 from agentfsm.verify.explore import Label, explore
-from agentfsm.verify.ledger import MemoryLedger, ledger_tools
 
 RUN = "run"
 MODES = ("plain", "status")

@@ -20,13 +20,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from agentfsm.impl.durable import DurableRun, Options
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
+from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
 from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_scenario, observe
 from agentfsm.verify.explore import Label, explore
-from agentfsm.verify.ledger import FileLedger, ledger_tools
 
 CHILD_TIMEOUT = 60.0
 

@@ -1,4 +1,4 @@
-"""Test vectors: the JSON Lines format of DESIGN.md, read strictly and written canonically.
+"""Test vectors: the JSON Lines format of docs/conformance.md, read strictly and written canonically.
 
 A vector is a sequence of events from a reset, each with the outcome the table's
 semantics prescribes. Expectations are never computed here by any other route than

@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
-from agentfsm.impl.durable import EffectCall, StatusReply, Tool
-from agentfsm.impl.journal import JSON
+from agentfsm.impl.durable.journal import JSON
+from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
 from agentfsm.spec.model import Table
 
 

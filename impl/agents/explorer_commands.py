@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentfsm.impl.tools import ToolError, Workspace, run_process
+from agentfsm.impl.agents.tools import ToolError, Workspace, run_process
 
 EXPLORE = ("view", "text-search", "run")
 MEMORY = ("keep", "drop", "note")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from agentfsm.impl.journal import Boundary, JournalError, Store
-from agentfsm.impl.leases import LeasingStore
-from agentfsm.impl.store_sqlite import SqliteStore
+from agentfsm.impl.durable.journal import Boundary, JournalError, Store
+from agentfsm.impl.durable.leases import LeasingStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -51,7 +51,7 @@ def open_leasing_store(url: str, on_boundary: Boundary | None = None) -> Leasing
         raise StoreURLError(f"{url!r}: workers share a PostgreSQL store (postgresql://...); SQLite serves "
                             "one process on one machine")
     try:
-        from agentfsm.impl.store_postgres import PostgresStore
+        from agentfsm.impl.stores.postgres import PostgresStore
     except ImportError:
         raise StoreURLError("the PostgreSQL store needs psycopg: pip install 'agentfsm[postgres]'") from None
     conninfo, schema = postgres_args(url)

@@ -13,10 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from agentfsm.impl.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
-from agentfsm.impl.llm import LlmClient, ScriptedLlm
-from agentfsm.impl.play import Reporter, play_turns, report_failures, report_unused
-from agentfsm.impl.prompts import (
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
+from agentfsm.impl.agents.prompts import (
     PermissionPrompt,
     PermissionRequest,
     QuestionRequest,
@@ -25,9 +23,11 @@ from agentfsm.impl.prompts import (
     TerminalPrompt,
     UserQuestionPrompt,
 )
+from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
+from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig, vibework_config
+from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
+from agentfsm.impl.play import Reporter, play_turns, report_failures, report_unused
 from agentfsm.impl.script import AgentScript
-from agentfsm.impl.tool_call import ToolCallRunner, runner_plan
-from agentfsm.impl.vibework import VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.spec import Table
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentfsm.impl.agents.prompts import PermissionPrompt, PermissionRequest, PermissionRules
+from agentfsm.impl.agents.tools import Tool, Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
 from agentfsm.impl.engine import Engine
-from agentfsm.impl.llm import Call, ReplyStep, ToolCall
-from agentfsm.impl.prompts import PermissionPrompt, PermissionRequest, PermissionRules
-from agentfsm.impl.tools import Tool, Toolbox, ToolResult, builtin_tools
+from agentfsm.impl.llm.client import Call, ReplyStep, ToolCall
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 

@@ -28,9 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentfsm.impl.agents.loom import INTERRUPTED, Display, Transcript
+from agentfsm.impl.agents.prompts import (
+    PermissionPrompt,
+    PermissionRequest,
+    PermissionRules,
+    QuestionRequest,
+    TerminalPrompt,
+    UserQuestionPrompt,
+)
+from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.engine import Engine
-from agentfsm.impl.llm import (
+from agentfsm.impl.llm.client import (
     LlmClient,
     LlmError,
     LlmRequest,
@@ -40,16 +50,6 @@ from agentfsm.impl.llm import (
     ToolCall,
     complete,
 )
-from agentfsm.impl.loom import INTERRUPTED, Display, Transcript
-from agentfsm.impl.prompts import (
-    PermissionPrompt,
-    PermissionRequest,
-    PermissionRules,
-    QuestionRequest,
-    TerminalPrompt,
-    UserQuestionPrompt,
-)
-from agentfsm.impl.tools import Toolbox, ToolResult, builtin_tools
 from agentfsm.spec import Table
 
 ASK = "AskUserQuestion"

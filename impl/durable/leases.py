@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from agentfsm.impl.journal import JSON, Entry, Loaded, Record
+from agentfsm.impl.durable.journal import JSON, Entry, Loaded, Record
 
 
 class LeaseLost(BaseException):

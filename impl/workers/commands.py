@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentfsm.impl.durable import Options, Tool
-from agentfsm.impl.journal import JournalError, RunExists
-from agentfsm.impl.leases import LeasingStore
+from agentfsm.impl.durable.journal import JournalError, RunExists
+from agentfsm.impl.durable.leases import LeasingStore
+from agentfsm.impl.durable.run import Options, Tool
 from agentfsm.impl.script import EventScript, ScriptError, load_script
-from agentfsm.impl.stores import open_leasing_store
-from agentfsm.impl.worker import ToolFactory, check_events, serve, submit
+from agentfsm.impl.stores.urls import open_leasing_store
+from agentfsm.impl.workers.worker import ToolFactory, check_events, serve, submit
 from agentfsm.spec.model import Table
 
 from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
@@ -109,7 +109,7 @@ def run_submit(args: argparse.Namespace) -> int:
 
 def _tool_factory(args: argparse.Namespace) -> ToolFactory:
     if args.ledger:
-        from agentfsm.verify.ledger import FileLedger, ledger_tools
+        from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
         ledger = FileLedger(Path(args.ledger))
         return lambda table: ledger_tools(table, ledger, args.status_query)
     if args.status_query:

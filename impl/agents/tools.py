@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentfsm.impl.llm import ToolCall
+from agentfsm.impl.llm.client import ToolCall
 
 MAX_OUTPUT = 64 * 1024
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agentfsm.impl.agents.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
 from agentfsm.impl.engine import Engine
-from agentfsm.impl.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
-from agentfsm.impl.llm import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
+from agentfsm.impl.llm.client import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
 from agentfsm.spec import Table
 
 PLANNER_PROMPT = """You are a PLANNER. Given only the task, write a plan of 2-4 short numbered steps for

@@ -1,6 +1,6 @@
 """The shared store: runs' journals, and the queue several workers serve, in PostgreSQL.
 
-The journal's SQL is ``agentfsm.impl.store_sql``'s, as for SQLite. Compare-and-swap is
+The journal's SQL is ``agentfsm.impl.stores.sql``'s, as for SQLite. Compare-and-swap is
 ``UPDATE runs SET version = new ... WHERE run_id = ? AND version = expected``: of two
 writers computed from one version, the second's UPDATE waits for the first to commit,
 then matches no row and gets ``Conflict``. Records and their snapshot commit in that
@@ -23,9 +23,9 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
-from agentfsm.impl.journal import JSON, Boundary, Entry, JournalError, Record
-from agentfsm.impl.leases import Job, Lease, LeaseLost
-from agentfsm.impl.store_sql import SqlJournal
+from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record
+from agentfsm.impl.durable.leases import Job, Lease, LeaseLost
+from agentfsm.impl.stores.sql import SqlJournal
 from psycopg import sql
 
 MIGRATIONS: tuple[str, ...] = (

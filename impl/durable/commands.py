@@ -13,12 +13,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.durable import DecisionError, DurableRun, EffectCall, StatusReply, Tool
-from agentfsm.impl.journal import JSON, Boundary, CorruptJournal, JournalError, Record, RunExists, Store, UnknownRun
-from agentfsm.impl.llm import LlmClient
+from agentfsm.impl.durable.journal import (
+    JSON,
+    Boundary,
+    CorruptJournal,
+    JournalError,
+    Record,
+    RunExists,
+    Store,
+    UnknownRun,
+)
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool
+from agentfsm.impl.llm.client import LlmClient
 from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
-from agentfsm.impl.stores import is_postgres, open_store, sqlite_path
+from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
 from agentfsm.spec import Table, bundled_tables, load_table
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, load_tables

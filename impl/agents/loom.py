@@ -24,12 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable import CallSpec, EffectCall, Report, StatusReply
-from agentfsm.impl.durable_state import Effect
+from agentfsm.impl.durable.journal import JSON, STEP, Record
+from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine, Outcome
-from agentfsm.impl.journal import JSON, STEP, Record
-from agentfsm.impl.llm import (
+from agentfsm.impl.llm.client import (
     LlmClient,
     LlmError,
     LlmRequest,
@@ -40,7 +41,6 @@ from agentfsm.impl.llm import (
     ToolCall,
     ToolCallChunk,
 )
-from agentfsm.impl.tools import Toolbox, ToolResult, builtin_tools, git_commit
 from agentfsm.spec import Table
 
 INTERRUPTED = "Interrupted"
@@ -313,7 +313,7 @@ class LoomAgent(Driver):
         # ExecutingTools: started tools complete, waiting ones see the flag and answer "Interrupted";
         # PostToolsHook: the hook completes. Either way the next SendLlmRequest ends the turn.
 
-    # -- durable runs (``agentfsm.impl.durable_driver.EffectAgent``) ----------------------
+    # -- durable runs (``agentfsm.impl.durable.driver.EffectAgent``) ----------------------
 
     def payload_json(self, envelope: Envelope) -> JSON:
         payload = envelope.payload

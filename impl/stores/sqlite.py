@@ -1,6 +1,6 @@
 """The embedded default store: one SQLite file, WAL, synchronous=FULL, one transaction per write.
 
-The journal's SQL is ``agentfsm.impl.store_sql``'s. Compare-and-swap is its ``UPDATE runs
+The journal's SQL is ``agentfsm.impl.stores.sql``'s. Compare-and-swap is its ``UPDATE runs
 ... WHERE version = ?`` inside a ``BEGIN IMMEDIATE`` transaction, so several processes
 racing on one run serialise and the loser gets ``Conflict``; records and their snapshot
 commit together. Checksums are verified on every read, so a record damaged on disk is
@@ -13,8 +13,8 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentfsm.impl.journal import Boundary, JournalError
-from agentfsm.impl.store_sql import SqlJournal
+from agentfsm.impl.durable.journal import Boundary, JournalError
+from agentfsm.impl.stores.sql import SqlJournal
 
 SCHEMA_VERSION = 1
 

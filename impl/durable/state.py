@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agentfsm.impl.journal import (
+from agentfsm.impl.durable.journal import (
     ANOMALY,
     APPROVAL_EXPIRED,
     COMPLETED,

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentfsm.impl.durable import DurableRun, EffectCall, Options, StatusReply, Tool
-from agentfsm.impl.durable_state import config_json
-from agentfsm.impl.journal import CREATED, JSON, Entry
-from agentfsm.impl.leases import FencedStore, Lease, LeaseLost, LeasingStore
+from agentfsm.impl.durable.journal import CREATED, JSON, Entry
+from agentfsm.impl.durable.leases import FencedStore, Lease, LeaseLost, LeasingStore
+from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool
+from agentfsm.impl.durable.state import config_json
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 

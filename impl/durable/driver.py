@@ -21,10 +21,10 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from agentfsm.impl.driver import Driver, Envelope
-from agentfsm.impl.durable import CallSpec, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
-from agentfsm.impl.durable_state import Effect
+from agentfsm.impl.durable.journal import JSON, Record, Store
+from agentfsm.impl.durable.run import CallSpec, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Outcome
-from agentfsm.impl.journal import JSON, Record, Store
 from agentfsm.spec.semantics import Status
 
 STATUS: dict[str, Status] = {"fired": "fired", "ignored": "ignored", "rejected": "rejected"}  # else: stale

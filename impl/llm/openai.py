@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentfsm.impl.llm import LlmChunk, LlmError, LlmRequest, TextChunk, ToolCallChunk
+from agentfsm.impl.llm.client import LlmChunk, LlmError, LlmRequest, TextChunk, ToolCallChunk
 
 MAX_HEADER = 64 * 1024
 MAX_ERROR_BODY = 16 * 1024

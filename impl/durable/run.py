@@ -24,18 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agentfsm.impl.durable_state import (
-    Approval,
-    Effect,
-    ReplayError,
-    RunState,
-    Stepper,
-    apply,
-    config_json,
-    initial_state,
-)
-from agentfsm.impl.engine import Engine
-from agentfsm.impl.journal import (
+from agentfsm.impl.durable.journal import (
     ANOMALY,
     APPROVAL_EXPIRED,
     COMPLETED,
@@ -54,6 +43,17 @@ from agentfsm.impl.journal import (
     Record,
     Store,
 )
+from agentfsm.impl.durable.state import (
+    Approval,
+    Effect,
+    ReplayError,
+    RunState,
+    Stepper,
+    apply,
+    config_json,
+    initial_state,
+)
+from agentfsm.impl.engine import Engine
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import StepResult

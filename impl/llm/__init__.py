@@ -1,0 +1,1 @@
+"""LLM clients the driver talks to: the protocol, a scripted client, an OpenAI-compatible one."""

@@ -1,0 +1,1 @@
+"""Journal stores: in memory (crashable), SQLite, PostgreSQL, and opening one by URL."""

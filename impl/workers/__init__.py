@@ -1,0 +1,1 @@
+"""Workers serving many queued runs from one shared store, under leases."""
