@@ -37,7 +37,10 @@ class SemanticsHandler:
             self.state, self.values = table.initial.index, table.initial_vars()
             reply = {"ok": True, "state": table.states[self.state].name}
         elif request["op"] == "event":
-            params = table.event(request["event"]).param_values(request["params"])
+            try:
+                params = table.event(request["event"]).param_values(request["params"])
+            except (KeyError, ValueError) as exc:
+                return {"ok": False, "error": str(exc)}
             result = step(table, self.state, self.values, request["event"], params)
             self.state, self.values = result.state, result.vars
             reply = {"ok": True, "accepted": result.accepted, "state": table.states[self.state].name,

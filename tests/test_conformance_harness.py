@@ -7,7 +7,7 @@ import time
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conform import Runner
+from agentfsm.verify.conform import Runner, format_report
 from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session, Unsupported, split_command
 from agentfsm.verify.vectorfile import Vector
 from agentfsm.verify.vectors import generate
@@ -36,7 +36,7 @@ def first_event(argv: list[str]) -> AdapterFailure:
 
 
 @pytest.mark.parametrize(("mode", "kind", "text"), [
-    ("hang", "timeout", "no reply to 'event' within 0.5 s"),
+    ("hang", "timeout", "no reply within 0.5 s"),
     ("crash", "exited", "exit status 3"),
     ("garbage", "garbled", "not JSON: '<html>502 Bad Gateway</html>'"),
     ("no-ok", "garbled", "no boolean 'ok'"),
@@ -60,7 +60,7 @@ def test_replies_out_of_order_are_caught(loom: Table, vectors: list[Vector]) -> 
     # and fails its shape check: whichever the timing, a protocol failure is reported.
     report = Runner(loom, lambda: ProcessTransport(broken_adapter("twice"), TIMEOUT)).run(vectors)
     first = next(r for r in report.results if r.status == "fail")
-    assert first.failure.startswith("protocol:")
+    assert "protocol: " in first.failure
     assert "out of order" in first.failure
 
 
@@ -121,12 +121,35 @@ def test_commands_are_split_without_a_shell_unless_asked() -> None:
 
 
 @pytest.mark.parametrize("mode", ["hang", "crash", "garbage", "twice"])
-def test_a_broken_adapter_ends_the_run_cleanly(loom: Table, vectors: list[Vector], mode: str) -> None:
-    report = Runner(loom, lambda: ProcessTransport(broken_adapter(mode), TIMEOUT)).run(vectors)
-    assert not report.ok
-    assert report.stopped.startswith("stopped after the adapter failed 3 vectors in a row")
-    assert report.count("fail") == 3
-    assert report.count("not-run") == len(vectors) - report.count("fail") - report.count("pass")
+def test_a_broken_adapter_leaves_no_vector_unrun(loom: Table, vectors: list[Vector], mode: str) -> None:
+    # Each failure restarts the adapter and the run goes on: every vector gets its verdict.
+    some = vectors[:4]
+    report = Runner(loom, lambda: ProcessTransport(broken_adapter(mode), TIMEOUT)).run(some)
+    assert not report.ok and not report.stopped
+    assert report.count("not-run") == 0
+    assert report.count("fail") + report.count("pass") == len(some) and report.count("fail") >= 3
+
+
+def test_max_failures_stops_early(loom: Table, vectors: list[Vector]) -> None:
+    report = Runner(loom, lambda: ProcessTransport(broken_adapter("crash"), TIMEOUT)).run(vectors, max_failures=2)
+    assert report.stopped == "stopped after 2 vectors did not pass"
+    assert report.count("fail") == 2 and report.count("not-run") == len(vectors) - 2
+
+
+def test_a_hanging_adapter_leaves_no_vector_unrun(loom: Table, vectors: list[Vector]) -> None:
+    # The adapter hangs whenever it is sent LlmError: those vectors fail, each naming the
+    # step and event it hung at; the adapter is replaced and every other vector passes.
+    report = Runner(loom, lambda: ProcessTransport(semantics_adapter("--hang-on", "LlmError"), TIMEOUT)).run(vectors)
+    hung = [v for v in vectors if any(s.event == "LlmError" for s in v.steps)]
+    assert hung and report.count("not-run") == 0
+    assert report.count("pass") == len(vectors) - len(hung)
+    for result in report.results:
+        if result.status == "fail":
+            at = next(n for n, s in enumerate(result.vector.steps, start=1) if s.event == "LlmError")
+            assert result.message == f"step {at} (LlmError): timeout: no reply within 0.5 s"
+            assert result.failed_step == at
+    text = format_report(report)
+    assert f"{hung[0].id}: step" in text and f"{len(hung)} failed" in text
 
 
 def test_the_runner_restarts_a_crashed_adapter_and_moves_on(loom: Table, vectors: list[Vector]) -> None:

@@ -10,8 +10,12 @@ step per line::
 
 ``state`` (the state after the step) and ``actions`` are required, ``accepted`` and
 ``vars`` are compared when present (vars one by one, as in the harness), and a line
-``{"reset": true}`` starts a new run from the initial configuration (a new session in a
-production log). The audit reports the first step where the log and the table part.
+``{"reset": true}`` starts a new session from the initial configuration (the log starts
+one implicitly; a reset before any step, or right after another, adds no empty one).
+The output of ``agentfsm run --json`` is such a log as it is: its ``"kind": "step"``
+lines are the steps, its other lines (text shown, tool results, notes) are skipped.
+The audit reports, for every session that parts from the table, the first step where
+it does, and then goes on with the next session.
 """
 
 from __future__ import annotations
@@ -55,9 +59,15 @@ class Divergence:
 
 @dataclass(frozen=True)
 class AuditResult:
+    """Steps and sessions read, and the first divergence of each session that has one."""
+
     steps: int
     runs: int
-    divergence: Divergence | None
+    divergences: tuple[Divergence, ...] = ()
+
+    @property
+    def divergence(self) -> Divergence | None:
+        return self.divergences[0] if self.divergences else None
 
 
 def read_log(path: str | Path) -> Iterator[Record | None]:
@@ -80,6 +90,8 @@ def read_log(path: str | Path) -> Iterator[Record | None]:
             if isinstance(data, dict) and data.get("reset") is True:
                 yield None
                 continue
+            if isinstance(data, dict) and "kind" in data and data["kind"] != "step":
+                continue   # run --json: what the agent showed, not a step
             try:
                 yield _record(number, data)
             except (KeyError, TypeError) as exc:
@@ -105,37 +117,51 @@ def _record(number: int, data: Any) -> Record:
 
 
 def audit(table: Table, records: Iterator[Record | None]) -> AuditResult:
-    """Replay the log through the table's semantics; stop at the first disagreement."""
+    """Replay the log through the table's semantics, session by session; skip the rest of a session that parted."""
     state, values = table.initial.index, table.initial_vars()
-    steps, runs, run_start, run_steps = 0, 1, 0, 0
+    steps, runs, run_start, run_steps = 0, 0, 0, 0
+    parted = False
+    found: list[Divergence] = []
     for record in records:
         if record is None:
             state, values = table.initial.index, table.initial_vars()
-            runs += 1
-            run_start, run_steps = 0, 0
+            run_start, run_steps, parted = 0, 0, False
             continue
         if run_start == 0:
             run_start = record.line
+            runs += 1
         steps += 1
         run_steps += 1
-        problem = _unknown(table, record)
-        if problem:
-            return AuditResult(steps, runs, Divergence(record, None, (problem,), run_start, run_steps))
-        params = table.event(record.event).param_values(record.params)
-        try:
-            result = step(table, state, values, record.event, params)
-        except SemanticError as exc:
-            return AuditResult(steps, runs, Divergence(record, None, (f"the table itself fails here: {exc.message}",),
-                                                       run_start, run_steps))
-        state, values = result.state, result.vars
-        expect = Expect(result.accepted, table.states[state].name, result.actions, table.vars_dict(values))
-        observed = record.observed
-        if observed.accepted is None:
-            observed = Observation(observed.state, expect.accepted, observed.actions, observed.vars)
-        problems = compare(expect, observed)
-        if problems:
-            return AuditResult(steps, runs, Divergence(record, expect, problems, run_start, run_steps))
-    return AuditResult(steps, runs, None)
+        if parted:
+            continue
+        divergence, after = _replay(table, state, values, record, run_start, run_steps)
+        if divergence is not None:
+            found.append(divergence)
+            parted = True
+        elif after is not None:
+            state, values = after
+    return AuditResult(steps, runs, tuple(found))
+
+
+def _replay(table: Table, state: int, values: tuple[Value, ...], record: Record, run_start: int,
+            run_steps: int) -> tuple[Divergence | None, tuple[int, tuple[Value, ...]] | None]:
+    """One recorded step against the table: where it parts, or the configuration after it."""
+    problem = _unknown(table, record)
+    if problem:
+        return Divergence(record, None, (problem,), run_start, run_steps), None
+    params = table.event(record.event).param_values(record.params)
+    try:
+        result = step(table, state, values, record.event, params)
+    except SemanticError as exc:
+        return Divergence(record, None, (f"the table itself fails here: {exc.message}",), run_start, run_steps), None
+    expect = Expect(result.accepted, table.states[result.state].name, result.actions, table.vars_dict(result.vars))
+    observed = record.observed
+    if observed.accepted is None:
+        observed = Observation(observed.state, expect.accepted, observed.actions, observed.vars)
+    problems = compare(expect, observed)
+    if problems:
+        return Divergence(record, expect, problems, run_start, run_steps), None
+    return None, (result.state, result.vars)
 
 
 def _unknown(table: Table, record: Record) -> str:
@@ -149,18 +175,20 @@ def _unknown(table: Table, record: Record) -> str:
 
 
 def format_audit(table: Table, log: str, result: AuditResult) -> str:
-    if result.divergence is None:
-        return f"audit {table.machine}: {log}: {result.steps} steps in {result.runs} runs follow the table"
-    d = result.divergence
-    r = d.record
-    lines = [f"{log}:{r.line}: step {d.run_steps} of the run starting at line {d.run_start}: "
-             f"{r.event}{format_params(r.params)}"]
-    if d.expect is not None:
-        e = d.expect
-        lines.append(f"  table prescribes {format_observed(e.accepted, e.state, e.actions, e.vars)}")
-    o = r.observed
-    lines.append(f"  log recorded     {format_observed(o.accepted, o.state, o.actions, o.vars)}")
-    lines.extend(f"  {problem}" for problem in d.problems)
-    lines.append(f"audit {table.machine}: {log}: the log parts from the table at line {r.line} "
-                 f"(after {result.steps - 1} matching steps)")
+    if not result.divergences:
+        return f"audit {table.machine}: {log}: {result.steps} steps in {result.runs} sessions follow the table"
+    lines = []
+    for d in result.divergences:
+        r = d.record
+        lines.append(f"{log}:{r.line}: step {d.run_steps} of the session starting at line {d.run_start}: "
+                     f"{r.event}{format_params(r.params)}")
+        if d.expect is not None:
+            e = d.expect
+            lines.append(f"  table prescribes {format_observed(e.accepted, e.state, e.actions, e.vars)}")
+        o = r.observed
+        lines.append(f"  log recorded     {format_observed(o.accepted, o.state, o.actions, o.vars)}")
+        lines.extend(f"  {problem}" for problem in d.problems)
+    first = result.divergences[0].record.line
+    lines.append(f"audit {table.machine}: {log}: {len(result.divergences)} of {result.runs} sessions part from "
+                 f"the table; the log parts from the table at line {first} (first)")
     return "\n".join(lines)

@@ -10,22 +10,23 @@ broken adapter costs a few timeouts, not one per vector.
 
 from __future__ import annotations
 
+import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 from xml.etree import ElementTree as ET
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.verify.harness import AdapterFailure, Observation, Session, Transport, Unsupported
-from agentfsm.verify.vectorfile import Expect, Vector, expected_run, vector_labels
+from agentfsm.verify.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
 
 Status = Literal["pass", "fail", "not-implemented", "not-run"]
-MAX_BROKEN_IN_A_ROW = 3
 STRAY_WAIT = 0.05
 STRAY_CHECKS = 5
+WINDOW = 512   # requests sent and not yet answered, at most
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,23 @@ class StepReport:
 
     number: int
     event: str
-    params: Mapping[str, Value]
-    expect: Expect
+    params: Mapping[str, Any]
+    expect: Expect | Refused
     actual: Observation | None
     problems: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class VectorResult:
+    """A vector as run: ``agreed`` steps matched; ``steps`` are reported only up to a failure."""
+
     vector: Vector
     status: Status
     steps: list[StepReport] = field(default_factory=list)
     message: str = ""
     failure: str = ""
     seconds: float = 0.0
+    agreed: int = 0
 
     @property
     def failed_step(self) -> int | None:
@@ -106,36 +110,66 @@ def _json(value: object) -> str:
 
 
 class Runner:
-    """Runs vectors over transports made by ``connect``, replacing a broken one."""
+    """Runs vectors over transports made by ``connect``, replacing a broken one.
+
+    Requests are pipelined: each vector's requests go out at once (a reset, then every
+    event), and the next vectors' follow while up to ``WINDOW`` requests are unanswered;
+    replies are read back and checked in order, so the implementation never waits for
+    the harness. After the first step that differs the vector's remaining replies are
+    still read (so the next vector starts in step with the adapter) but not judged. A
+    crash, hang or garbled reply fails the vector, naming its step and event; the adapter
+    is killed, and a fresh one gets the vectors that were in flight and the rest.
+    """
 
     def __init__(self, table: Table, connect: Callable[[], Transport]) -> None:
         self.table = table
         self.connect = connect
         self.session: Session | None = None
         self.stray_checks = STRAY_CHECKS
+        self.awaiting = 0   # the reply being read: 0 the reset's, N step N's
         self.initial = (table.initial.name, table.vars_dict(table.initial_vars()))
 
     def run(self, vectors: Iterable[Vector], stop_at_first_failure: bool = False,
-            progress: Callable[[int], None] | None = None) -> Report:
+            progress: Callable[[int], None] | None = None, max_failures: int | None = None) -> Report:
+        """Run every vector; stop early only at the first failure or after ``max_failures`` that did not pass."""
+        if stop_at_first_failure:
+            max_failures = 1
         start = time.monotonic()
         results: list[VectorResult] = []
-        broken = 0
-        pending = list(vectors)
-        stopped = ""
+        failures, stopped, held = 0, "", None
+        pending = iter(vectors)
+        inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
+        queued = 0
         try:
-            for done, vector in enumerate(pending):
-                result = self.run_vector(vector)
-                results.append(result)
-                broken = broken + 1 if self.session is None and result.status == "fail" else 0
-                if progress is not None:
-                    progress(done + 1)
-                if broken >= MAX_BROKEN_IN_A_ROW:
-                    stopped = f"stopped after the adapter failed {broken} vectors in a row"
-                elif stop_at_first_failure and result.status != "pass":
-                    stopped = "stopped at the first failure"
-                if stopped:
-                    results.extend(VectorResult(v, "not-run") for v in pending[done + 1:])
+            while True:
+                while held is None and queued < WINDOW and (vector := next(pending, None)) is not None:
+                    inflight.append((vector, self._send(vector)))
+                    queued += len(vector.steps) + 1
+                if not inflight:
                     break
+                vector, failure = inflight.popleft()
+                queued -= len(vector.steps) + 1
+                result = self._read(vector, failure)
+                results.append(result)
+                if self.session is None and inflight:
+                    # The adapter was replaced: the vectors it had been sent go to the new one.
+                    inflight = deque((v, self._send(v)) for v, _ in inflight)
+                if result.status == "fail" and not result.failure and self.stray_checks > 0:
+                    held = result   # send nothing more until the stray check after it
+                if held is not None and not inflight:
+                    self._check_in_step(held)
+                    held = None
+                failures += result.status != "pass"
+                if progress is not None:
+                    progress(len(results))
+                if max_failures is not None and failures >= max_failures:
+                    stopped = ("stopped at the first failure" if max_failures == 1
+                               else f"stopped after {failures} vectors did not pass")
+                    results.extend(VectorResult(v, "not-run") for v, _ in inflight)
+                    results.extend(VectorResult(v, "not-run") for v in pending)
+                    break
+            if not stopped and results and self.session is not None:
+                self._check_quiet(results[-1])
         finally:
             self.close()
         return Report(self.table.machine, results, time.monotonic() - start, stopped)
@@ -153,74 +187,149 @@ class Runner:
             session.close()
 
     def run_vector(self, vector: Vector) -> VectorResult:
+        """One vector on its own: sent, read, and checked for output nobody asked for."""
+        result = self._read(vector, self._send(vector))
+        if result.status == "fail" and not result.failure and self.stray_checks > 0:
+            self._check_in_step(result)
+        elif self.session is not None:
+            self._check_quiet(result)
+        return result
+
+    def _send(self, vector: Vector) -> AdapterFailure | None:
+        """Send a vector's requests (starting an adapter if there is none); the failure to, if any."""
+        try:
+            if self.session is None:
+                self.session = Session(self.connect())
+            self.session.send_vector(self.table.machine, [(s.event, s.params) for s in vector.steps])
+        except AdapterFailure as exc:
+            self.close()
+            return exc
+        return None
+
+    def _read(self, vector: Vector, failure: AdapterFailure | None) -> VectorResult:
         start = time.monotonic()
         result = VectorResult(vector, "pass")
+        self.awaiting = 0
         try:
-            self._run_steps(vector, result)
+            if failure is not None:
+                raise failure
+            assert self.session is not None
+            self._read_steps(self.session, vector, result)
         except AdapterFailure as exc:
-            result.status, result.message, result.failure = "fail", f"{exc.kind}: {exc.message}", exc.describe()
-            self.close()
+            self._adapter_failed(result, exc)
         result.seconds = time.monotonic() - start
         return result
 
-    def _run_steps(self, vector: Vector, result: VectorResult) -> None:
-        if self.session is None:
-            self.session = Session(self.connect())
-        reply = self.session.reset(self.table.machine)
+    def _adapter_failed(self, result: VectorResult, exc: AdapterFailure) -> None:
+        vector = result.vector
+        where = _where(vector, self.awaiting)
+        if result.status == "pass" and 0 < self.awaiting <= len(vector.steps):
+            result.steps = [StepReport(n, s.event, s.params, s.expect, None)
+                            for n, s in enumerate(vector.steps[:self.awaiting], 1)]
+            result.steps[-1] = replace(result.steps[-1], problems=(f"{exc.kind}: {exc.message}",))
+        if result.status != "fail":
+            result.status, result.message = "fail", f"{where}: {exc.kind}: {exc.message}"
+        result.failure = f"{where}: {exc.describe()}"
+        self.close()
+
+    def _read_steps(self, session: Session, vector: Vector, result: VectorResult) -> None:
+        reply = session.next_reply("reset")
+        left = len(vector.steps)
         if isinstance(reply, Unsupported):
             result.status, result.message = "not-implemented", f"reset: {reply.error}"
-            return
-        problems = _compare_config(*self.initial, reply)
-        if problems:
+        elif problems := _compare_config(*self.initial, reply):
             result.status, result.message = "fail", "reset: " + "; ".join(problems)
-            return
-        for number, expected in enumerate(vector.steps, start=1):
-            actual = self.session.event(expected.event, expected.params)
+        else:
+            for number, expected in enumerate(vector.steps, start=1):
+                left -= 1
+                self.awaiting = number
+                if self._judge(number, expected, session.next_reply("event"), result):
+                    break
+        for _ in range(left):
+            # Replies to requests already sent: read, so that the next vector starts in step.
+            self.awaiting += 1
+            session.transport.receive()
+
+    def _check_quiet(self, result: VectorResult) -> None:
+        """With nothing in flight, output waiting to be read is a reply nobody asked for."""
+        assert self.session is not None
+        stray = self.session.transport.stray(0.0)
+        if stray is not None:
+            self.awaiting = len(result.vector.steps) + 1
+            self._adapter_failed(result, AdapterFailure(
+                "protocol", f"unsolicited output after the last reply (replies out of order?): {stray}"))
+
+    @staticmethod
+    def _judge(number: int, expected: Step, actual: Observation | Unsupported, result: VectorResult) -> bool:
+        """Judge one step; True when it ends the vector (its report and those before it are then recorded)."""
+        expect = expected.expect
+        status: Status = "fail"
+        found: tuple[str, ...]
+        if isinstance(expect, Refused):
             if isinstance(actual, Unsupported):
-                result.steps.append(StepReport(number, expected.event, expected.params, expected.expect, None,
-                                               (f"not implemented: {actual.error}",)))
-                result.status, result.message = "not-implemented", f"step {number}: {actual.error}"
-                return
-            found = compare(expected.expect, actual)
-            result.steps.append(StepReport(number, expected.event, expected.params, expected.expect, actual,
-                                           found))
-            if found:
-                result.status, result.message = "fail", f"step {number}: " + "; ".join(found)
-                self._check_in_step(number)
-                return
+                result.agreed = number
+                return False
+            found = (f"expected {{\"ok\": false}} for an invalid request, got "
+                     f"{format_observed(actual.accepted, actual.state, actual.actions, actual.vars)}",)
+        elif isinstance(actual, Unsupported):
+            status, found = "not-implemented", (f"not implemented: {actual.error}",)
+        else:
+            found = compare(expect, actual)
+            if not found:
+                result.agreed = number
+                return False
+        steps = result.vector.steps
+        result.steps = [StepReport(n, s.event, s.params, s.expect, None) for n, s in enumerate(steps[:number - 1], 1)]
+        result.steps.append(StepReport(number, expected.event, expected.params, expect,
+                                       None if isinstance(actual, Unsupported) else actual, found))
+        result.status = status
+        why = actual.error if isinstance(actual, Unsupported) else "; ".join(found)
+        result.message = f"step {number} ({expected.event}): {why}"
+        return True
 
-
-    def _check_in_step(self, number: int) -> None:
-        """After a wrong reply, make sure it was not an earlier reply arriving late.
+    def _check_in_step(self, result: VectorResult) -> None:
+        """After a wrong reply, and nothing else in flight, make sure it was not an earlier reply arriving late.
 
         The wait costs time, so only the first few wrong replies of a run get it: an
         adapter that answers out of order does so from the start.
         """
-        assert self.session is not None
-        if self.stray_checks <= 0:
+        if self.session is None:
             return
         self.stray_checks -= 1
         stray = self.session.transport.stray(STRAY_WAIT)
         if stray is not None:
-            raise AdapterFailure("protocol", f"unsolicited output after the reply to step {number} "
-                                 f"(replies out of order?): {stray}")
+            self.awaiting = len(result.vector.steps) + 1
+            self._adapter_failed(result, AdapterFailure(
+                "protocol", f"unsolicited output after the reply to step {result.agreed + 1} "
+                            f"(replies out of order?): {stray}"))
+
+
+def _where(vector: Vector, awaiting: int) -> str:
+    """Which request an adapter failure interrupted: the reset, or step N with its event."""
+    if awaiting == 0:
+        return "reset"
+    if not 0 < awaiting <= len(vector.steps):
+        return f"after step {len(vector.steps)}"
+    s = vector.steps[awaiting - 1]
+    return f"step {awaiting} ({s.event}{format_params(s.params)})"
 
 
 def row_coverage(table: Table, results: Sequence[VectorResult]) -> dict[str, int]:
     """How often each row fired in the steps the implementation got right (for the diagram overlay)."""
     counts: Counter[int] = Counter()
     for result in results:
-        agreed = [s for s in result.steps if not s.problems and s.actual is not None]
-        labels = vector_labels(table, result.vector)[:len(agreed)]
+        agreed = sum(not isinstance(s.expect, Refused) for s in result.vector.steps[:result.agreed])
+        labels = vector_labels(table, result.vector)[:agreed]
         for _, rows in expected_run(table, labels):
             counts.update(row.index for row in rows)
     return {str(row.index): counts[row.index] for row in table.rows}
 
 
-def format_params(params: Mapping[str, Value]) -> str:
+def format_params(params: Mapping[str, Any]) -> str:
     if not params:
         return ""
-    return "(" + ", ".join(f"{k}={_json(v)}" for k, v in params.items()) + ")"
+    return "(" + ", ".join(f"{k}={_json(v) if isinstance(v, int) or v is None else json.dumps(v)}"
+                           for k, v in params.items()) + ")"
 
 
 def format_observed(accepted: bool | None, state: str, actions: Sequence[str],
@@ -239,7 +348,10 @@ def format_trace(result: VectorResult) -> str:
         e = report.expect
         mark = "  " if not report.problems else "✗ "
         lines.append(f"  {mark}{report.number:>3}. {report.event}{format_params(report.params)}")
-        lines.append(f"         expected {format_observed(e.accepted, e.state, e.actions, e.vars)}")
+        if isinstance(e, Refused):
+            lines.append('         expected {"ok": false} (an invalid request; the configuration unchanged)')
+        else:
+            lines.append(f"         expected {format_observed(e.accepted, e.state, e.actions, e.vars)}")
         if report.actual is not None and report.problems:
             a = report.actual
             lines.append(f"         actual   {format_observed(a.accepted, a.state, a.actions, a.vars)}")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TextIO, TypeAlias
 
 from agentfsm.spec.model import Table
@@ -15,8 +19,9 @@ from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
 from agentfsm.verify.conform import Runner, format_report, junit_xml, row_coverage
-from agentfsm.verify.harness import ProcessTransport, split_command
-from agentfsm.verify.vectorfile import Vector, VectorError, read_vectors, vector_labels, write_vectors
+from agentfsm.verify.harness import ProcessTransport, Transport, WithoutVars, kill_all, split_command
+from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
+from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
 
@@ -71,8 +76,14 @@ def _add_generation_options(parser: argparse.ArgumentParser) -> None:
                         help=f"seed of the random walks (default {gen.DEFAULT_SEED})")
     parser.add_argument("--walk-length", type=_count, default=gen.DEFAULT_WALK_LENGTH, metavar="L",
                         help=f"steps in each walk (default {gen.DEFAULT_WALK_LENGTH})")
-    parser.add_argument("--sets", type=_sets, default=list(gen.SETS), metavar="SET,...",
-                        help=f"coverage sets to generate (default all: {','.join(gen.SETS)})")
+    parser.add_argument("--sets", type=_sets, default=list(gen.DEFAULT_SETS), metavar="SET,...",
+                        help=f"coverage sets to generate (default all: {','.join(gen.DEFAULT_SETS)})")
+    parser.add_argument("--budget", type=_count, default=DEFAULT_BUDGET, metavar="STEPS",
+                        help=f"steps the guided walks spend (default {DEFAULT_BUDGET})")
+    parser.add_argument("--extra-states", type=_count, default=0, metavar="K",
+                        help="extend the suffixes set for implementations with up to K more states than the "
+                             "table: every event sequence of up to K events before the suffixes (the Wp method; "
+                             "the count grows as events^K and is printed first)")
 
 
 def _register_vectors(sub: Sub) -> None:
@@ -90,9 +101,23 @@ def _register_vectors(sub: Sub) -> None:
     parser.set_defaults(func=run_vectors)
 
 
+def _generate(args: argparse.Namespace, table: Table) -> tuple[Manifest, Sequence[Vector]]:
+    manifest, vectors = gen.generate_extended(table, args.sets, args.walks, args.seed, args.walk_length,
+                                              budget=args.budget, extra_states=args.extra_states)
+    if args.extra_states:
+        print(f"{table.machine}: {len(vectors)} vectors, {vectors.extra_count} of them for up to "
+              f"{args.extra_states} extra states", file=sys.stderr, flush=True)
+    guided = manifest.sets.get("guided")
+    if guided:
+        reached = ", ".join(f"{kind} {count}" for kind, count in guided["reached"].items())
+        print(f"{table.machine}: guided walks: {guided['steps']} steps in {guided['items']} walks reached "
+              f"{reached}", file=sys.stderr)
+    return manifest, vectors
+
+
 def run_vectors(args: argparse.Namespace) -> int:
     table = _one_table(args)
-    manifest, vectors = gen.generate(table, args.sets, args.walks, args.seed, args.walk_length)
+    manifest, vectors = _generate(args, table)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
@@ -130,6 +155,10 @@ def _register_conform(sub: Sub) -> None:
     parser.add_argument("--coverage-out", metavar="FILE",
                         help="write {machine, rows: {row index: times fired}} for the diagram overlay")
     parser.add_argument("--stop-at-first-failure", action="store_true", help="stop after the first failing vector")
+    parser.add_argument("--max-failures", type=_count, default=None, metavar="N",
+                        help="stop after N vectors did not pass (default: run every vector)")
+    parser.add_argument("--no-vars", dest="with_vars", action="store_false",
+                        help="ignore the vars the adapter reports, as if it reported none")
     parser.add_argument("--allow-not-implemented", action="store_true",
                         help="vectors answered {\"ok\": false} do not fail the run")
     _add_generation_options(parser)
@@ -137,9 +166,9 @@ def _register_conform(sub: Sub) -> None:
     parser.set_defaults(func=run_conform)
 
 
-def _load_vectors(args: argparse.Namespace, table: Table) -> list[Vector]:
+def _load_vectors(args: argparse.Namespace, table: Table) -> Sequence[Vector]:
     if not args.vectors:
-        return gen.generate(table, args.sets, args.walks, args.seed, args.walk_length)[1]
+        return _generate(args, table)[1]
     try:
         manifest, vectors = read_vectors(args.vectors)
         for vector in vectors:
@@ -163,8 +192,16 @@ def run_conform(args: argparse.Namespace) -> int:
         argv = split_command(args.adapter, args.shell)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    runner = Runner(table, lambda: ProcessTransport(argv, args.timeout))
-    report = runner.run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr))
+
+    def connect() -> Transport:
+        transport = ProcessTransport(argv, args.timeout)
+        return transport if args.with_vars else WithoutVars(transport)
+
+    if args.max_failures == 0:
+        raise BadInput("--max-failures must be at least 1")
+    with ending_adapters():
+        report = Runner(table, connect).run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr),
+                                            args.max_failures)
     print(format_report(report))
     _write(args.junit, junit_xml(report))
     if args.coverage_out:
@@ -173,6 +210,21 @@ def run_conform(args: argparse.Namespace) -> int:
     passed = report.ok or (args.allow_not_implemented and not report.stopped
                            and all(r.status in ("pass", "not-implemented") for r in report.results))
     return EXIT_OK if passed else EXIT_FAILED
+
+
+@contextlib.contextmanager
+def ending_adapters() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the harness as SIGINT does: by an exception, so the adapters are killed on the way out."""
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        kill_all()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Progress:
@@ -210,10 +262,10 @@ def _register_mutants(sub: Sub) -> None:
     parser = sub.add_parser(
         "mutants", help="measure the vectors: run mutants of the table as implementations",
         description="Make mutants of the table (row dropped, target moved, guard negated, comparison bound off by "
-                    "one, action swapped or dropped, update dropped or changed, unhandled policy flipped), check "
-                    "each for observational equivalence by a product exploration, and run the others through "
-                    "the reference adapter against the original table's vectors. Exit 0 when no mutant "
-                    "survives, 1 otherwise, 2 on bad input.")
+                    "one, action swapped or dropped, a row's actions reordered, update dropped or changed, "
+                    "unhandled policy flipped), check each for observational equivalence by a product "
+                    "exploration, and run the others through the reference adapter against the original table's "
+                    "vectors. Exit 0 when no mutant survives, 1 otherwise, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("--vectors", metavar="FILE", help="vectors to judge (default: generate them now)")
     parser.add_argument("--json", action="store_true",
@@ -258,8 +310,9 @@ def _register_audit(sub: Sub) -> None:
     parser = sub.add_parser(
         "audit", help="check a recorded JSON Lines log of steps against a table",
         description="Observational conformance: replay a log of {event, params, state, actions[, accepted, vars]} "
-                    "steps ({\"reset\": true} starts a new run) through the table and report the first step where "
-                    "they part. Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
+                    "steps ({\"reset\": true} starts a new session; the output of run --json is read as it is) "
+                    "through the table and report, for each session that parts from it, the first step where it "
+                    "does. Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("log", metavar="LOG")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -277,7 +330,9 @@ def run_audit(args: argparse.Namespace) -> int:
         d = result.divergence
         print(json.dumps({"machine": table.machine, "steps": result.steps, "runs": result.runs,
                           "ok": d is None, "line": d.record.line if d else None,
-                          "problems": list(d.problems) if d else []}))
+                          "problems": list(d.problems) if d else [],
+                          "diverging": [{"line": x.record.line, "session_line": x.run_start, "step": x.run_steps,
+                                         "problems": list(x.problems)} for x in result.divergences]}))
     else:
         print(format_audit(table, args.log, result))
     return EXIT_OK if result.divergence is None else EXIT_FAILED

@@ -13,14 +13,16 @@ return an ``Observation`` (what the implementation reported) or ``Unsupported`` 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
-import queue
+import selectors
 import shlex
 import signal
 import subprocess
-import threading
+import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ from agentfsm.spec.expr import Value
 MAX_LINE = 1 << 20
 STDERR_LINES = 20
 QUIT_GRACE = 1.0
+STARTUP_GRACE = 10.0   # seconds added to the timeout for a fresh adapter's first reply
 
 Message = dict[str, Any]
 
@@ -52,7 +55,15 @@ class AdapterFailure(Exception):
 
 
 class Transport(Protocol):
-    """One request, one reply; ``close`` ends the implementation."""
+    """Requests out, replies back in order; ``close`` ends the implementation.
+
+    ``send`` may return before the implementation answered (requests are pipelined);
+    ``receive`` returns the next reply, or raises ``AdapterFailure``.
+    """
+
+    def send(self, messages: Sequence[Message]) -> None: ...
+
+    def receive(self) -> Message: ...
 
     def request(self, message: Message) -> Message: ...
 
@@ -75,54 +86,74 @@ def split_command(command: str, shell: bool = False) -> list[str]:
     return argv
 
 
+# Every adapter process still running, so that whatever ends the harness can end them too.
+_LIVE: weakref.WeakSet[ProcessTransport] = weakref.WeakSet()
+
+
+def kill_all() -> None:
+    """Kill the process group of every adapter still running (on a signal or at exit)."""
+    for transport in list(_LIVE):
+        transport.kill()
+
+
+atexit.register(kill_all)
+
+
+def encode(message: Message) -> bytes:
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+
 class ProcessTransport:
-    """An adapter process on pipes, read by threads so every wait has a deadline."""
+    """An adapter process on pipes, driven by one selector loop so every wait has a deadline.
+
+    Requests are written without waiting for replies (non-blocking, interleaved with
+    reading, so neither side can block the other on a full pipe); replies are read in
+    chunks and split into lines. stderr is drained in the same loop, its last lines kept.
+    """
 
     def __init__(self, argv: Sequence[str], timeout: float, cwd: str | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.timeout = timeout
-        self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self.replies: deque[bytes] = deque()
+        self.partial = b""
+        self.err_partial = b""
+        self.outbox = bytearray()
+        self.eof = False
+        self.answered = False
         try:
             self.proc = subprocess.Popen(
                 self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=cwd, env=dict(env) if env is not None else None, start_new_session=True)
+                cwd=cwd, env=dict(env) if env is not None else None, start_new_session=True, bufsize=0)
         except OSError as exc:
             raise AdapterFailure("start", f"cannot start {shlex.join(self.argv)}: {exc.strerror or exc}") from None
-        self.out_thread = threading.Thread(target=self._read_stdout, daemon=True)
-        self.err_thread = threading.Thread(target=self._read_stderr, daemon=True)
-        self.out_thread.start()
-        self.err_thread.start()
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        with contextlib.suppress(OSError, ValueError):
-            while True:
-                line = self.proc.stdout.readline(MAX_LINE)
-                if not line:
-                    break
-                self.lines.put(line)
-        self.lines.put(None)
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        with contextlib.suppress(OSError, ValueError):
-            while True:
-                raw = self.proc.stderr.readline(8192)
-                if not raw:
-                    break
-                self.stderr_tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
+        _LIVE.add(self)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self.fd_in, self.fd_out, self.fd_err = self.proc.stdin.fileno(), self.proc.stdout.fileno(), \
+            self.proc.stderr.fileno()
+        for fd in (self.fd_in, self.fd_out, self.fd_err):
+            os.set_blocking(fd, False)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.fd_out, selectors.EVENT_READ)
+        self.selector.register(self.fd_err, selectors.EVENT_READ)
+        self.writing = False
 
     def stderr(self) -> str:
         """The last lines the adapter wrote to stderr (after letting a dead one finish)."""
-        if self.proc.poll() is not None:
-            self.err_thread.join(timeout=0.5)
-        return "\n".join(self.stderr_tail)
+        if self.proc.poll() is not None and self.fd_err >= 0:
+            deadline = time.monotonic() + 0.5
+            while self.fd_err >= 0 and time.monotonic() < deadline:
+                self._pump(deadline - time.monotonic())
+        tail = list(self.stderr_tail)
+        if self.err_partial:
+            tail.append(self.err_partial.decode("utf-8", "replace"))
+        return "\n".join(tail)
 
     def fail(self, kind: str, message: str) -> AdapterFailure:
+        stderr = self.stderr() if kind == "exited" else "\n".join(self.stderr_tail)
         self.kill()
-        return AdapterFailure(kind, message, self.stderr())
+        return AdapterFailure(kind, message, stderr)
 
     def exited(self) -> AdapterFailure:
         try:
@@ -132,67 +163,144 @@ class ProcessTransport:
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         return self.fail("exited", f"the adapter exited ({how})")
 
-    def request(self, message: Message) -> Message:
+    def send(self, messages: Sequence[Message]) -> None:
+        self.outbox += b"".join(encode(m) for m in messages)
+        self._flush()
+
+    def send_bytes(self, data: bytes) -> None:
+        """Requests already encoded, one JSON object per line."""
+        self.outbox += data
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.fd_in < 0:
+            return
         try:
-            stray = self.lines.get_nowait()
-        except queue.Empty:
-            stray = None
-        else:
-            if stray is None:
+            written = os.write(self.fd_in, self.outbox)
+        except BlockingIOError:
+            written = 0
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.outbox.clear()
+            self._stop_writing()
+            return
+        del self.outbox[:written]
+        if self.outbox and not self.writing:
+            self.selector.register(self.fd_in, selectors.EVENT_WRITE)
+            self.writing = True
+        elif not self.outbox and self.writing:
+            self.selector.unregister(self.fd_in)
+            self.writing = False
+
+    def _stop_writing(self) -> None:
+        if self.writing:
+            self.selector.unregister(self.fd_in)
+            self.writing = False
+
+    def _pump(self, wait: float) -> None:
+        """Wait up to ``wait`` seconds for the pipes, then move whatever is ready."""
+        for key, _ in self.selector.select(max(wait, 0.0)):
+            fd = key.fd
+            if fd == self.fd_in:
+                self._flush()
+            elif fd == self.fd_out:
+                self._read_out()
+            elif fd == self.fd_err:
+                self._read_err()
+
+    def _read_out(self) -> None:
+        try:
+            chunk = os.read(self.fd_out, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            self.selector.unregister(self.fd_out)
+            self.fd_out = -1
+            return
+        data = self.partial + chunk
+        *lines, self.partial = data.split(b"\n")
+        self.replies.extend(lines)
+
+    def _read_err(self) -> None:
+        try:
+            chunk = os.read(self.fd_err, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.selector.unregister(self.fd_err)
+            self.fd_err = -1
+            return
+        *lines, self.err_partial = (self.err_partial + chunk).split(b"\n")
+        self.stderr_tail.extend(line.decode("utf-8", "replace")[:500] for line in lines)
+
+    def receive(self) -> Message:
+        # A fresh process gets extra time for its first reply: it may still be starting up.
+        allowed = self.timeout + (STARTUP_GRACE if not self.answered else 0.0)
+        deadline = time.monotonic() + allowed
+        while not self.replies:
+            if len(self.partial) > MAX_LINE:
+                raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
+            if self.eof:
                 raise self.exited()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self.fail("timeout", f"no reply within {allowed:g} s")
+            self._pump(left)
+        self.answered = True
+        return parse_reply(self.replies.popleft(), self.fail)
+
+    def request(self, message: Message) -> Message:
+        stray = self.stray(0.0)
+        if stray is not None:
             raise self.fail("protocol", f"unsolicited output before request {message.get('op')!r} "
-                            f"(a reply out of order?): {_excerpt(stray)}")
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ConnectionResetError, ValueError):
-            raise self.exited() from None
-        try:
-            line = self.lines.get(timeout=self.timeout)
-        except queue.Empty:
-            raise self.fail("timeout", f"no reply to {message.get('op')!r} within {self.timeout:g} s") from None
-        if line is None:
-            raise self.exited()
-        if not line.endswith(b"\n") and len(line) >= MAX_LINE:
-            raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
-        return parse_reply(line, self.fail)
+                            f"(a reply out of order?): {stray}")
+        self.send([message])
+        return self.receive()
 
     def stray(self, wait: float) -> str | None:
-        try:
-            line = self.lines.get(timeout=wait)
-        except queue.Empty:
-            return None
-        if line is None:
-            self.lines.put(None)
-            return None
-        return _excerpt(line)
+        deadline = time.monotonic() + wait
+        while True:
+            self._pump(0.0)
+            if self.replies:
+                return _excerpt(self.replies.popleft())
+            left = deadline - time.monotonic()
+            if left <= 0 or self.eof:
+                return None
+            self._pump(left)
 
     def kill(self) -> None:
         """Kill the adapter's whole process group (it may have spawned children)."""
+        _LIVE.discard(self)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=2.0)
         self._close_pipes()
 
     def _close_pipes(self) -> None:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            self.selector.close()
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError, ValueError):
                     pipe.close()
+        self.fd_in = self.fd_out = self.fd_err = -1
 
     def close(self) -> None:
         """Ask the adapter to quit; kill its process group if it does not within a second."""
-        if self.proc.poll() is None:
-            try:
+        if self.proc.poll() is None and self.fd_in >= 0:
+            self._stop_writing()
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.fd_in, True)
+                os.write(self.fd_in, bytes(self.outbox) + b'{"op":"quit"}\n')
+            with contextlib.suppress(OSError, ValueError):
                 assert self.proc.stdin is not None
-                self.proc.stdin.write(b'{"op":"quit"}\n')
                 self.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=QUIT_GRACE)
         self.kill()
@@ -220,11 +328,19 @@ class FunctionTransport:
 
     def __init__(self, handle: Callable[[Message], Message]) -> None:
         self.handle = handle
+        self.replies: deque[Message] = deque()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        self.replies.extend(map(self.handle, messages))
+
+    def receive(self) -> Message:
+        # The reply goes through JSON exactly as it would over a pipe.
+        line = json.dumps(self.replies.popleft()).encode() + b"\n"
+        return parse_reply(line, lambda kind, text: AdapterFailure(kind, text))
 
     def request(self, message: Message) -> Message:
-        # The reply goes through JSON exactly as it would over a pipe.
-        line = json.dumps(self.handle(message)).encode() + b"\n"
-        return parse_reply(line, lambda kind, text: AdapterFailure(kind, text))
+        self.send([message])
+        return self.receive()
 
     def stray(self, wait: float) -> str | None:
         return None
@@ -239,10 +355,17 @@ class WithoutVars:
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
 
-    def request(self, message: Message) -> Message:
-        reply = self.inner.request(message)
+    def send(self, messages: Sequence[Message]) -> None:
+        self.inner.send(messages)
+
+    def receive(self) -> Message:
+        reply = self.inner.receive()
         reply.pop("vars", None)
         return reply
+
+    def request(self, message: Message) -> Message:
+        self.send([message])
+        return self.receive()
 
     def stray(self, wait: float) -> str | None:
         return self.inner.stray(wait)
@@ -280,6 +403,15 @@ class Session:
     def event(self, event: str, params: Mapping[str, Value]) -> Observation | Unsupported:
         return self._observe(self.transport.request({"op": "event", "event": event, "params": dict(params)}),
                              "event")
+
+    def send_vector(self, machine: str, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """A reset and every event of a vector at once; read the replies with ``next_reply``."""
+        self.transport.send([{"op": "reset", "machine": machine},
+                             *({"op": "event", "event": e, "params": dict(p)} for e, p in steps)])
+
+    def next_reply(self, op: str) -> Observation | Unsupported:
+        """The next reply, checked as the answer to a request of kind ``op`` (reset or event)."""
+        return self._observe(self.transport.receive(), op)
 
     def close(self) -> None:
         self.transport.close()

@@ -2,7 +2,7 @@
 
 Each mutant is one small edit a real implementation could get wrong: a row dropped, a
 row's target moved, a guard negated, a comparison bound off by one, an emitted action
-swapped for another or dropped, an update dropped or changed, the unhandled policy
+swapped for another or dropped, a row's actions in another order, an update dropped or changed, the unhandled policy
 flipped or its action dropped. Edits are made on the table's plain data and the result
 goes through the ordinary loader (so a mutant is a real table file, servable by
 ``agentfsm adapter``); expressions are edited as IR and printed back with ``to_source``.
@@ -23,6 +23,7 @@ show in what the implementation does later, which is what distinguishing suffixe
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import sys
 from collections import deque
@@ -85,9 +86,9 @@ def mutants(table: Table, data: dict[str, Any]) -> Iterator[Mutant]:
             other = actions[(actions.index(action) + 1) % len(actions)]
             yield _edit(data, f"{where}: action {action} -> {other}", partial(_emit, at=at, j=j, action=other))
             yield _edit(data, f"{where}: action {action} dropped", partial(_emit, at=at, j=j, action=None))
-        for j in range(len(row.emit) - 1):
-            yield _edit(data, f"{where}: actions {row.emit[j]}, {row.emit[j + 1]} swapped",
-                        partial(_swap, at=at, j=j))
+        for order in reorderings(row.emit):
+            yield _edit(data, f"{where}: actions in another order: {', '.join(order)}",
+                        partial(_reorder, at=at, order=order))
         for update in row.updates:
             yield _edit(data, f"{where}: update of {update.var} dropped",
                         partial(_update, at=at, var=update.var, text=None))
@@ -123,9 +124,16 @@ def _emit(data: dict[str, Any], at: int, j: int, action: str | None) -> None:
         emit[j] = action
 
 
-def _swap(data: dict[str, Any], at: int, j: int) -> None:
-    emit = data["transitions"][at]["emit"]
-    emit[j], emit[j + 1] = emit[j + 1], emit[j]
+def reorderings(emit: Sequence[str], limit: int = 24) -> list[tuple[str, ...]]:
+    """Every other order of a row's actions (the first ``limit`` for a long list), each once."""
+    original = tuple(emit)
+    orders = dict.fromkeys(itertools.islice(itertools.permutations(original), limit + 1))
+    orders.pop(original, None)
+    return list(orders)[:limit]
+
+
+def _reorder(data: dict[str, Any], at: int, order: tuple[str, ...]) -> None:
+    data["transitions"][at]["emit"] = list(order)
 
 
 def _update(data: dict[str, Any], at: int, var: str, text: str | None) -> None:

@@ -34,10 +34,20 @@ class Expect:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """The expectation of an invalid request: ``{"ok": false}``, the configuration unchanged."""
+
+
+REFUSED = Refused()
+
+
+@dataclass(frozen=True)
 class Step:
+    """One request of a vector; ``params`` are any JSON values when the request is invalid."""
+
     event: str
-    params: Mapping[str, Value]
-    expect: Expect
+    params: Mapping[str, Any]
+    expect: Expect | Refused
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,17 @@ def make_vector(table: Table, vid: str, covers: Sequence[str], labels: Sequence[
 
 
 def vector_labels(table: Table, vector: Vector) -> list[Label]:
-    """The vector's events as (name, parameter tuple), validated against the table."""
+    """The vector's valid events as (name, parameter tuple), validated against the table.
+
+    A step expecting a refusal leaves the configuration as it is, so it has no label; it
+    must really be invalid for the table.
+    """
     labels = []
     for number, s in enumerate(vector.steps, start=1):
+        if isinstance(s.expect, Refused):
+            if invalid_request(table, s.event, s.params) is None:
+                raise VectorError(f"{vector.id}: step {number}: expects a refusal of a valid request")
+            continue
         if s.event not in table.event_index:
             raise VectorError(f"{vector.id}: step {number}: event {s.event!r} is not in table {table.machine}")
         try:
@@ -108,12 +126,28 @@ def vector_labels(table: Table, vector: Vector) -> list[Label]:
     return labels
 
 
+def invalid_request(table: Table, event: str, params: Mapping[str, Any]) -> str | None:
+    """Why an event request is invalid for the table (unknown event, bad parameters), or None."""
+    if event not in table.event_index:
+        return f"event {event!r} is not in table {table.machine}"
+    try:
+        table.event(event).param_values(params)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _expect_json(expect: Expect | Refused) -> dict[str, Any]:
+    if isinstance(expect, Refused):
+        return {"ok": False}
+    return {"accepted": expect.accepted, "state": expect.state, "actions": list(expect.actions),
+            "vars": dict(expect.vars)}
+
+
 def to_json(vector: Vector) -> dict[str, Any]:
     return {
         "id": vector.id, "machine": vector.machine, "covers": list(vector.covers),
-        "steps": [{"event": s.event, "params": dict(s.params),
-                   "expect": {"accepted": s.expect.accepted, "state": s.expect.state,
-                              "actions": list(s.expect.actions), "vars": dict(s.expect.vars)}}
+        "steps": [{"event": s.event, "params": dict(s.params), "expect": _expect_json(s.expect)}
                   for s in vector.steps],
     }
 
@@ -177,10 +211,14 @@ def _step(data: Any, number: int) -> Step:
     event, params, expect = data["event"], data.get("params", {}), data["expect"]
     if not isinstance(event, str):
         raise TypeError(f"step {number}: 'event' must be a string")
-    if not isinstance(params, dict) or not all(_is_value(v) for v in params.values()):
-        raise TypeError(f"step {number}: 'params' must be an object of integers and booleans")
     if not isinstance(expect, dict):
         raise TypeError(f"step {number}: 'expect' must be an object")
+    if expect.get("ok") is False:
+        if not isinstance(params, dict):
+            raise TypeError(f"step {number}: 'params' must be an object")
+        return Step(event, params, REFUSED)
+    if not isinstance(params, dict) or not all(_is_value(v) for v in params.values()):
+        raise TypeError(f"step {number}: 'params' must be an object of integers and booleans")
     accepted, state = expect["accepted"], expect["state"]
     actions, values = expect.get("actions", []), expect.get("vars", {})
     if not isinstance(accepted, bool) or not isinstance(state, str):

@@ -23,18 +23,22 @@ from __future__ import annotations
 import itertools
 import random
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
-from agentfsm.verify.distinguish import universe
+from agentfsm.verify.distinguish import Universe, universe
 from agentfsm.verify.explore import Exploration, explore, labels_of
 from agentfsm.verify.graph import path_back
 from agentfsm.verify.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
+from agentfsm.verify.vectors_extra import ExtraStates
+from agentfsm.verify.vectors_guided import DEFAULT_BUDGET, guided_walks
+from agentfsm.verify.vectors_invalid import invalid_vectors
 
-SETS = ("rows", "events", "row-pairs", "walks", "suffixes")
+SETS = ("rows", "events", "row-pairs", "walks", "guided", "suffixes", "invalid")
+DEFAULT_SETS = SETS
 DEFAULT_WALKS = 20
 DEFAULT_WALK_LENGTH = 60
 DEFAULT_SEED = 0
@@ -68,10 +72,61 @@ def _step(table: Table, state: int, values: tuple[Any, ...], label: Label) -> St
         return None
 
 
-def generate(table: Table, sets: Iterable[str] = SETS, walks: int = DEFAULT_WALKS, seed: int = DEFAULT_SEED,
+class Vectors(Sequence[Vector]):
+    """The generated vectors: a list, then (with extra states) extension vectors made as they are read."""
+
+    def __init__(self, made: list[Vector], extra: ExtraStates | None = None) -> None:
+        self.made = made
+        self.extra = extra
+        self.extra_count = extra.count() if extra is not None else 0
+
+    def __len__(self) -> int:
+        return len(self.made) + self.extra_count
+
+    def __iter__(self) -> Iterator[Vector]:
+        yield from self.made
+        if self.extra is not None:
+            yield from self.extra.vectors(self.first_extra, len(str(len(self))))
+
+    @property
+    def first_extra(self) -> int:
+        """The number of the first extension vector, after the ``suffixes`` set's own."""
+        return sum(1 for v in self.made if v.id.split("/")[-1].startswith("suffix-")) + 1
+
+    @overload
+    def __getitem__(self, index: int) -> Vector: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Vector]: ...
+
+    def __getitem__(self, index: int | slice) -> Vector | list[Vector]:
+        if isinstance(index, slice):
+            return list(itertools.islice(self, *index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        if index < len(self.made):
+            return self.made[index]
+        return next(itertools.islice(self, index, None))
+
+
+def generate(table: Table, sets: Iterable[str] = DEFAULT_SETS, walks: int = DEFAULT_WALKS, seed: int = DEFAULT_SEED,
              walk_length: int = DEFAULT_WALK_LENGTH, exploration: Exploration | None = None,
-             ) -> tuple[Manifest, list[Vector]]:
+             budget: int = DEFAULT_BUDGET) -> tuple[Manifest, list[Vector]]:
     """The vectors of the chosen coverage sets, and the manifest that counts them."""
+    manifest, vectors = generate_extended(table, sets, walks, seed, walk_length, exploration, budget)
+    return manifest, vectors.made
+
+
+def generate_extended(table: Table, sets: Iterable[str] = DEFAULT_SETS, walks: int = DEFAULT_WALKS,
+                      seed: int = DEFAULT_SEED, walk_length: int = DEFAULT_WALK_LENGTH,
+                      exploration: Exploration | None = None, budget: int = DEFAULT_BUDGET,
+                      extra_states: int = 0) -> tuple[Manifest, Vectors]:
+    """``generate``, and with ``extra_states`` K > 0 the ``suffixes`` set's extension for
+    implementations with up to K more states than the table (``vectors_extra``): those
+    vectors are counted at once and made only as they are read.
+    """
     chosen = [s for s in SETS if s in set(sets)]
     ex = exploration or explore(table)
     out = _Collector(table)
@@ -86,17 +141,34 @@ def generate(table: Table, sets: Iterable[str] = SETS, walks: int = DEFAULT_WALK
         info["row-pairs"] = _row_pairs(table, ex, out)
     if "walks" in chosen:
         info["walks"] = _walks(table, out, walks, seed, walk_length)
+    if "guided" in chosen:
+        found, info["guided"] = guided_walks(table, ex, budget, seed, walk_length)
+        width = len(str(len(found)))
+        for w, walk in enumerate(found, start=1):
+            out.add(f"guided-{w:0{width}d}", f"guided:{w}", walk)
+    extra = None
     if "suffixes" in chosen:
-        info["suffixes"] = _suffixes(table, ex, out)
-    vectors = out.vectors()
+        info["suffixes"], u = _suffixes(table, ex, out)
+        if extra_states > 0:
+            extra = ExtraStates(table, ex, u, extra_states)
+    made = out.vectors()
+    if "invalid" in chosen:
+        invalid = invalid_vectors(table, ex)
+        made.extend(invalid)
+        info["invalid"] = {"items": len(invalid), "covered": len(invalid)}
+    vectors = Vectors(made, extra)
     for name, data in info.items():
-        data["vectors"] = sum(1 for v in vectors if any(c.split(":", 1)[0] == _TAG[name] for c in v.covers))
+        data["vectors"] = sum(1 for v in made if any(c.split(":", 1)[0] == _TAG[name] for c in v.covers))
+    if extra is not None:
+        info["suffixes"].update(extra_states=extra_states, extended=vectors.extra_count)
+        info["suffixes"]["vectors"] += vectors.extra_count
     options = {"configurations": ex.count, "labels": len(ex.labels), "walks": walks, "seed": seed,
-               "walk_length": walk_length}
+               "walk_length": walk_length, "budget": budget, "extra_states": extra_states}
     return Manifest(table.machine, info, len(vectors), options), vectors
 
 
-_TAG = {"rows": "row", "events": "event", "row-pairs": "rows", "walks": "walk", "suffixes": "suffix"}
+_TAG = {"rows": "row", "events": "event", "row-pairs": "rows", "walks": "walk", "guided": "guided",
+        "suffixes": "suffix", "invalid": "invalid"}
 
 
 def _rows_and_events(table: Table, ex: Exploration, out: _Collector, want_rows: bool,
@@ -188,7 +260,7 @@ def _walks(table: Table, out: _Collector, count: int, seed: int, length: int) ->
 
 
 
-def _suffixes(table: Table, ex: Exploration, out: _Collector) -> dict[str, Any]:
+def _suffixes(table: Table, ex: Exploration, out: _Collector) -> tuple[dict[str, Any], Universe]:
     """Shortest path, event, then each identification sequence of where the event leads."""
     u = universe(table, (ex.config(i) for i in range(ex.count)), ex.labels)
     items: list[tuple[str, tuple[Label, ...]]] = []
@@ -214,4 +286,4 @@ def _suffixes(table: Table, ex: Exploration, out: _Collector) -> dict[str, Any]:
         out.add(f"suffix-{number:0{pad}d}", cover, labels)
     return {"items": len(items), "covered": len(items), "suffixes": len(suffixes),
             "longest": max(map(len, suffixes), default=0), "universe": len(u.configs),
-            "classes": len(set(u.final))}
+            "classes": len(set(u.final))}, u

@@ -1,14 +1,16 @@
 """A test-only Python adapter on the reference semantics, with optional planted faults.
 
-Usage: adapter_semantics.py TABLE [--fault NAME] [--no-vars]. Each fault is a bug a real
-implementation could have; the conformance tests check the harness names a vector that
-exposes it.
+Usage: adapter_semantics.py TABLE [--fault NAME] [--no-vars] [--hang-on EVENT]. Each fault
+is a bug a real implementation could have; the conformance tests check the harness names
+a vector that exposes it. ``--hang-on`` makes the adapter hang whenever it is sent EVENT.
+Invalid requests (unknown event, bad parameters) are refused with ``{"ok": false}``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -16,13 +18,19 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
 
-FAULTS = ("retry-bound", "silent-text", "accept-everything", "retry-kept", "retry-early")
+FAULTS = ("retry-bound", "silent-text", "accept-everything", "retry-kept", "retry-early", "stream-history")
+# The history behind the "stream-history" fault: state the table does not model.
+HISTORY = ("TextDelta", "ToolCallDelta", "TextDelta")
 
 
 def planted(fault: str | None, table: Table, state: int, values: tuple[Value, ...], event: str,
-            result: StepResult) -> StepResult:
+            result: StepResult, history: tuple[str, ...] = ()) -> StepResult:
     """The reference outcome, bent by the planted fault where it applies."""
     name = table.states[state].name
+    if fault == "stream-history" and history[-3:] == HISTORY and event == "LlmCompleted" and result.accepted:
+        # A stream assembler that loses the response's tool calls when text, a tool-call
+        # fragment and text again arrived in a row: the response is taken for a plain answer.
+        return step(table, state, values, event, (0,))
     retries = table.vars_dict(values).get("retries", 0)
     if fault == "retry-bound" and name == "CallingLlm" and event == "LlmError" \
             and retries == table.constants["max_retries"]:
@@ -54,25 +62,30 @@ def main(argv: list[str]) -> int:
         print(f"unknown fault {fault!r}", file=sys.stderr)
         return 2
     report_vars = "--no-vars" not in argv
+    hang_on = argv[argv.index("--hang-on") + 1] if "--hang-on" in argv else None
     state, values = table.initial.index, table.initial_vars()
+    history: tuple[str, ...] = ()
     for line in sys.stdin:
         request = json.loads(line)
         reply: dict[str, Any]
         if request["op"] == "quit":
             return 0
         if request["op"] == "reset":
-            state, values = table.initial.index, table.initial_vars()
+            state, values, history = table.initial.index, table.initial_vars(), ()
             reply = {"ok": True, "state": table.states[state].name}
         else:
             event = request["event"]
-            if event not in table.event_index:
-                reply = {"ok": False, "error": f"unknown event {event}"}
-            else:
+            if event == hang_on:
+                time.sleep(3600)
+            try:
                 params = table.event(event).param_values(request["params"])
-                result = planted(fault, table, state, values, event, step(table, state, values, event, params))
-                state, values = result.state, result.vars
-                reply = {"ok": True, "accepted": result.accepted, "state": table.states[state].name,
-                         "actions": list(result.actions)}
+            except (KeyError, ValueError) as exc:
+                print(json.dumps({"ok": False, "error": str(exc)}), flush=True)
+                continue
+            result = planted(fault, table, state, values, event, step(table, state, values, event, params), history)
+            state, values, history = result.state, result.vars, (*history, event)[-3:]
+            reply = {"ok": True, "accepted": result.accepted, "state": table.states[state].name,
+                     "actions": list(result.actions)}
         if report_vars:
             reply["vars"] = table.vars_dict(values)
         print(json.dumps(reply), flush=True)
