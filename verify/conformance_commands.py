@@ -14,8 +14,9 @@ from agentfsm.spec.model import Table
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
-from agentfsm.verify.conform import Runner, format_report, junit_xml, row_coverage
+from agentfsm.verify.conform import Runner, format_report, junit_suite, row_coverage
 from agentfsm.verify.harness import ProcessTransport, split_command
+from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Vector, VectorError, read_vectors, vector_labels, write_vectors
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
@@ -166,7 +167,7 @@ def run_conform(args: argparse.Namespace) -> int:
     runner = Runner(table, lambda: ProcessTransport(argv, args.timeout))
     report = runner.run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr))
     print(format_report(report))
-    _write(args.junit, junit_xml(report))
+    _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
         _write(args.coverage_out, (json.dumps(coverage, indent=1) + "\n").encode())
