@@ -32,6 +32,11 @@ class Ranged:
             return (False, True)
         return tuple(range(self.lo, self.hi + 1))
 
+    @property
+    def size(self) -> int:
+        """How many values there are, by arithmetic (a range of 10^20 costs nothing)."""
+        return 2 if self.type == "bool" else self.hi - self.lo + 1
+
     def admits(self, value: object) -> bool:
         """Whether ``value`` has the type and lies in the range, without building the range."""
         if self.type == "bool":

@@ -84,7 +84,7 @@ class Packing:
         self.state_bits = max(1, (self.nstates - 1).bit_length())
         self.state_mask = (1 << self.state_bits) - 1
         self.los = [0 if v.type == "bool" else v.lo for v in table.variables]
-        self.sizes = [len(v.domain) for v in table.variables]
+        self.sizes = [v.size for v in table.variables]
         self.bools = [v.type == "bool" for v in table.variables]
         shifts, masks, at = [], [], self.state_bits
         for size in self.sizes:
@@ -116,8 +116,23 @@ class Packing:
         return all(0 <= int(v) - lo < size for v, lo, size in zip(values, self.los, self.sizes, strict=True))
 
 
+MAX_LABELS = 1 << 20
+
+
 def labels_of(table: Table) -> list[Label]:
-    """Every (event, parameter values) combination, events in table order, values ascending."""
+    """Every (event, parameter values) combination, events in table order, values ascending.
+
+    Parameter values are enumerated (each is an event the verifier delivers), so a range
+    too wide to enumerate stops with ``ExplorationLimit`` before anything is built."""
+    total = 0
+    for event in table.events:
+        count = 1
+        for p in event.params:
+            count *= p.size
+        total += count
+        if total > MAX_LABELS:
+            raise ExplorationLimit(f"event {event.name} has {count:,} parameter value combinations (the verifier "
+                                   f"delivers each; more than {MAX_LABELS:,} in all)", 0, 0, 0)
     return [(event.name, values) for event in table.events
             for values in itertools.product(*(p.domain for p in event.params))]
 
