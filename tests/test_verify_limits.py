@@ -84,7 +84,8 @@ def test_a_huge_range_costs_only_its_reachable_values(tmp_path: Path, capsys: py
 
 def test_a_parameter_range_too_wide_to_enumerate_is_exit_2(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    table = write(tmp_path, "wide.yaml", HUGE.replace("go: {}", "go: {params: {k: {type: int, min: 0, max: 99999999}}}"))
+    wide = "go: {params: {k: {type: int, min: 0, max: 99999999}}}"
+    table = write(tmp_path, "wide.yaml", HUGE.replace("go: {}", wide))
     code, _, err = run_cli(["verify", str(table)], capsys)
     assert code == 2 and "event go has 100,000,000 parameter value combinations" in err
 
