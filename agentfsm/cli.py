@@ -16,6 +16,7 @@ from agentfsm.impl.workers import commands as worker_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.verify import commands as verify_commands
 from agentfsm.verify import conformance_commands, crash_commands
+from agentfsm.verify.explore import ExplorationLimit
 
 PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands,
          conformance_commands, diagram_commands]
@@ -38,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except BadInput as exc:
         print(f"agentfsm: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ExplorationLimit as exc:
+        print(f"agentfsm: error: exploration stopped, {exc.reason}: {exc.configurations:,} configurations and "
+              f"{exc.transitions:,} transitions explored, to breadth-first depth {exc.depth}; narrow the bounds "
+              f"with --set NAME=VALUE", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

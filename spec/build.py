@@ -20,9 +20,11 @@ import jsonschema
 from agentfsm.spec import expr as ex
 from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError, shown
 from agentfsm.spec.model import (
+    PROPERTY_KINDS,
     WILDCARD,
     Action,
     Event,
+    Fairness,
     Invariant,
     Param,
     Property,
@@ -38,6 +40,7 @@ from agentfsm.spec.yamlio import Path as NodePath
 from jsonschema.exceptions import ValidationError, best_match
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 # Names an expression could not refer to: Python keywords parse as syntax, not names.
 RESERVED = {"state", "true", "false", *keyword.kwlist}
@@ -239,6 +242,7 @@ class _Builder:
         unhandled = self.unhandled(action_index)
         invariants = self.invariants(event_index)
         properties = self.properties(event_index)
+        fairness = self.fairness(event_index)
         for state in states:
             if state.transient and not any(spec["from"] == state.name for spec in self.data["transitions"]):
                 self.errors.error(self.key_mark("states", state.name),
@@ -264,6 +268,7 @@ class _Builder:
             actions=actions, rows=rows, unhandled=unhandled, invariants=invariants,
             properties=properties, state_index=state_index, event_index=event_index,
             action_index=action_index, rows_by_state_event=by_state_event, eventless_rows=eventless,
+            fairness=fairness,
         )
 
     def constants(self) -> dict[str, ex.Value]:
@@ -507,6 +512,49 @@ class _Builder:
                                         ex.compile_expr(parsed[0])))
         return tuple(result)
 
+    def state_scope(self, events: Mapping[str, Event]) -> ex.Scope:
+        """Invariants and properties: variables, constants and the state, no event parameters."""
+        hints = {**self.hints, **{p: "an event parameter: invariants and properties read variables, constants "
+                                  "and the state" for p in self.param_owners(events)}}
+        return ex.Scope(self.symbols, self.state_index, hints=hints)
+
+    def condition(self, value: object, path: NodePath, events: Mapping[str, Event]) -> tuple[ex.Expr, str] | None:
+        """A set of configurations: a state name, a list of state names, or a bool expression."""
+        if isinstance(value, str) and _IDENT.match(value) and value not in self.symbols:
+            value = [value]   # a bare name that is no variable or constant names a state
+        if isinstance(value, list) or (isinstance(value, str) and value in self.state_index):
+            names = value if isinstance(value, list) else [value]
+            unknown = False
+            for j, name in enumerate(names):
+                if name not in self.state_index:
+                    self.errors.error(self.doc.mark(path + (j,)), f"unknown state {shown(name)}")
+                    unknown = True
+            if unknown:
+                return None
+            transient = [n for n in names if self.data["states"][n] and self.data["states"][n].get("transient")]
+            if transient:
+                self.errors.error(self.doc.mark(path), f"{shown(transient[0])} is transient, so no configuration "
+                                  "is ever in it: name a stable state")
+                return None
+            text = " or ".join(names)
+            return ex.InStates(tuple(names), frozenset(self.state_index[n] for n in names)), text
+        parsed = self.expression(value, path, self.state_scope(events), "bool")
+        return None if parsed is None else (parsed[0], parsed[2])
+
+    def fairness(self, events: Mapping[str, Event]) -> dict[str, Fairness]:
+        result: dict[str, Fairness] = {}
+        spec = self.data.get("fairness") or {}
+        for kind in ("weak", "strong"):
+            for j, name in enumerate(spec.get(kind) or []):
+                path: NodePath = ("fairness", kind, j)
+                if name not in events:
+                    self.errors.error(self.doc.mark(path), f"unknown event {shown(name)}")
+                elif name in result:
+                    self.errors.error(self.doc.mark(path), f"event {shown(name)} is already {result[name]}ly fair")
+                else:
+                    result[name] = kind
+        return result
+
     def properties(self, events: Mapping[str, Event]) -> tuple[Property, ...]:
         result = []
         names: set[str] = set()
@@ -516,20 +564,30 @@ class _Builder:
             if spec["name"] in names:
                 self.errors.error(self.doc.mark(path + ("name",)), f"duplicate property name {shown(spec['name'])}")
             names.add(spec["name"])
-            kinds = [k for k in ("always-reachable", "no-cycle-within") if k in spec]
+            kinds = [k for k in PROPERTY_KINDS if k in spec]
             if len(kinds) != 1:
-                self.errors.error(mark, "a property needs exactly one of 'always-reachable', 'no-cycle-within'")
+                self.errors.error(mark, f"a property needs exactly one of {', '.join(map(repr, PROPERTY_KINDS))}")
                 continue
-            if kinds[0] == "always-reachable":
-                target = spec["always-reachable"]
-                if target not in self.state_index:
-                    self.errors.error(self.doc.mark(path + ("always-reachable",)), f"unknown state {shown(target)}")
-                result.append(Property(spec["name"], "always-reachable", mark, target=target))
-            else:
+            kind = kinds[0]
+            if kind == "no-cycle-within":
                 listed = spec["no-cycle-within"]["events"]
                 for j, name in enumerate(listed):
                     if name not in events:
                         self.errors.error(self.doc.mark(path + ("no-cycle-within", "events", j)),
                                           f"unknown event {shown(name)}")
                 result.append(Property(spec["name"], "no-cycle-within", mark, events=tuple(listed)))
+                continue
+            where = path + (kind,)
+            if kind == "leads-to":
+                source = self.condition(spec[kind]["from"], where + ("from",), events)
+                goal = self.condition(spec[kind]["to"], where + ("to",), events)
+                if source is not None and goal is not None:
+                    result.append(Property(spec["name"], kind, mark, goal=goal[0], goal_text=goal[1],
+                                           source=source[0], source_text=source[1]))
+                continue
+            goal = self.condition(spec[kind], where, events)
+            if goal is not None:
+                target = spec[kind] if kind == "always-reachable" and isinstance(spec[kind], str) \
+                    and spec[kind] in self.state_index else None
+                result.append(Property(spec["name"], kind, mark, target=target, goal=goal[0], goal_text=goal[1]))
         return tuple(result)

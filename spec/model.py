@@ -32,6 +32,11 @@ class Ranged:
             return (False, True)
         return tuple(range(self.lo, self.hi + 1))
 
+    @property
+    def size(self) -> int:
+        """How many values there are, by arithmetic (a range of 10^20 costs nothing)."""
+        return 2 if self.type == "bool" else self.hi - self.lo + 1
+
     def admits(self, value: object) -> bool:
         """Whether ``value`` has the type and lies in the range, without building the range."""
         if self.type == "bool":
@@ -164,15 +169,31 @@ class Invariant:
     fn: Callable[[Env], Any] = field(compare=False, repr=False)
 
 
+PropertyKind = Literal["always-reachable", "no-cycle-within", "eventually", "leads-to", "always"]
+PROPERTY_KINDS: tuple[PropertyKind, ...] = ("always-reachable", "no-cycle-within", "eventually", "leads-to", "always")
+
+
 @dataclass(frozen=True)
 class Property:
-    """A liveness-style property; ``kind`` says which fields are meaningful."""
+    """A temporal property; ``kind`` says which fields are meaningful.
+
+    ``goal`` is the set of configurations the property is about (for ``always-reachable``,
+    ``eventually``, the ``to`` of ``leads-to``, and the expression of ``always``), compiled
+    to an expression over the state and the variables (a list of states becomes
+    ``state in (...)``); ``source`` is the ``from`` of ``leads-to``."""
 
     name: str
-    kind: Literal["always-reachable", "no-cycle-within"]
+    kind: PropertyKind
     mark: Mark
-    target: str | None = None
+    target: str | None = None   # always-reachable of one state name (kept for readers of the old form)
     events: tuple[str, ...] = ()
+    goal: Expr | None = None
+    goal_text: str = ""
+    source: Expr | None = None
+    source_text: str = ""
+
+
+Fairness = Literal["weak", "strong"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,6 +217,7 @@ class Table:
     action_index: Mapping[str, Action] = field(repr=False)
     rows_by_state_event: Mapping[tuple[int, str], tuple[Row, ...]] = field(repr=False)
     eventless_rows: Mapping[int, tuple[Row, ...]] = field(repr=False)
+    fairness: Mapping[str, Fairness] = field(default_factory=dict)   # event -> kind; none by default
 
     @property
     def initial(self) -> State:

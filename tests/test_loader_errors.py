@@ -19,7 +19,7 @@ MALFORMED = Path(__file__).resolve().parent / "malformed"
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
 
 ALLOWED = "expressions have names, integers, true/false, + -, comparisons, and/or/not and 'state in (...)'"
-TOP_FIELDS = (" (expected one of: actions, constants, description, events, format, invariants, machine, "
+TOP_FIELDS = (" (expected one of: actions, constants, description, events, fairness, format, invariants, machine, "
               "properties, source, states, title, transitions, unhandled, variables)")
 ROW_FIELDS = " (expected one of: description, emit, from, on, set, to, when)"
 

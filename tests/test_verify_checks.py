@@ -88,7 +88,7 @@ transitions:
     assert steps(result) == ["inc", "inc", "go"]
 
 
-def test_ignore_policy_means_no_deadlock() -> None:
+def test_ignore_policy_does_not_hide_a_deadlock() -> None:
     v = verdict(COUNTER + """
 transitions:
   - {from: A, on: go, to: B}
@@ -96,7 +96,8 @@ transitions:
   - {from: C, on: go, to: A}
 unhandled: {policy: ignore}
 """)
-    assert check(v, "deadlock").ok
+    result = check(v, "deadlock")
+    assert not result.ok and steps(result) == ["go"] and "B {n: 0} is not final" in result.message
 
 
 TRANSIENT = """

@@ -69,9 +69,7 @@ def test_set_grows_the_space(broken: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_bad_input_exits_2(tmp_path: Path, broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["verify", str(tmp_path / "missing.yaml")])
-    assert exc.value.code == 2
+    assert main(["verify", str(tmp_path / "missing.yaml")]) == 2
     assert main(["verify", str(broken), "--set", "n"]) == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
 
@@ -88,9 +86,10 @@ def test_junit_trace_out_and_replay(tmp_path: Path, broken: Path, capsys: pytest
     data = json.loads(trace.read_text())
     assert data == {"machine": "broken", "check": "small", "kind": "invariant",
                     "steps": [{"event": "inc", "params": {}}, {"event": "inc", "params": {}}], "loop_start": None}
-    assert main(["replay", str(broken), str(trace)]) == 0
+    assert main(["replay", str(broken), str(trace)]) == 1
     replay = capsys.readouterr().out
     assert "A {n: 2}" in replay and "invariant violated: small" in replay
+    assert "violated: invariant small: false in A {n: 2}" in replay
 
 
 def test_replay_rejects_a_trace_for_another_machine(tmp_path: Path, broken: Path,
@@ -127,3 +126,58 @@ def test_spin_finds_the_planted_invariant_violation(broken: Path, tmp_path: Path
     table = load_table(broken)
     run = spin.run_spin(table, tmp_path)
     assert run.errors >= 1 and "assertion violated" in run.output
+
+
+def test_trace_out_dir_writes_one_trace_per_failing_check(tmp_path: Path, broken: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "traces"
+    assert main(["verify", str(broken), "--trace-out", f"{out}/"]) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["broken.invariant.small.json",
+                                                     "broken.no-cycle-within.inc-terminates.json"]
+    cycle = json.loads((out / "broken.no-cycle-within.inc-terminates.json").read_text())
+    assert cycle["loop_start"] == 1 and cycle["check"] == "inc-terminates"
+    for path in out.iterdir():
+        assert main(["replay", str(broken), str(path)]) == 1
+    assert "violated: no-cycle-within inc-terminates: the cycle from step 2 uses only inc" in capsys.readouterr().out
+
+
+def test_trace_out_file_with_check_picks_that_check(tmp_path: Path, broken: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.json"
+    assert main(["verify", str(broken), "--trace-out", str(trace), "--check", "inc-terminates"]) == 1
+    assert json.loads(trace.read_text())["check"] == "inc-terminates"
+    assert main(["verify", str(broken), "--trace-out", str(trace), "--check", "nope"]) == 2
+    assert "--check nope: no check of that name" in capsys.readouterr().err
+
+
+def test_replay_is_a_regression_test(tmp_path: Path, broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kept counterexample fails (exit 1) while the defect is there and passes once fixed."""
+    trace = tmp_path / "t.json"
+    assert main(["verify", str(broken), "--trace-out", str(trace), "--check", "small"]) == 1
+    assert main(["replay", str(broken), str(trace)]) == 1
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(BROKEN.replace("n <= 1", "n <= 3"))
+    capsys.readouterr()
+    assert main(["replay", str(fixed), str(trace)]) == 0
+    assert "no check is violated by this trace" in capsys.readouterr().out
+    raising = tmp_path / "raising.yaml"
+    raising.write_text(BROKEN.replace("when: n < 3, to: A", "to: A"))
+    steps = [{"event": "inc", "params": {}}] * 4
+    trace.write_text(json.dumps({"machine": "broken", "steps": steps}))
+    assert main(["replay", str(raising), str(trace)]) == 1
+    assert "violated: bounds: step 4 raises: row 1 sets n = 4" in capsys.readouterr().out
+
+
+def test_replay_judges_a_liveness_lasso(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = tmp_path / "live.yaml"
+    table.write_text(BROKEN.replace("properties:", "properties:\n  - {name: done, eventually: Done}"))
+    trace = tmp_path / "t.json"
+    assert main(["verify", str(table), "--trace-out", str(trace), "--check", "done"]) == 1
+    data = json.loads(trace.read_text())
+    assert data["kind"] == "eventually" and data["loop_start"] is not None
+    capsys.readouterr()
+    assert main(["replay", str(table), str(trace)]) == 1
+    assert "violated: eventually done: the cycle from step" in capsys.readouterr().out
+    table.write_text(table.read_text() + "fairness: {strong: [stop]}\n")
+    assert main(["verify", str(table), "--check", "done", "--trace-out", str(tmp_path / "none.json")]) == 1
+    assert not (tmp_path / "none.json").exists()

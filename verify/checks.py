@@ -15,12 +15,12 @@ from functools import partial
 
 import numpy as np
 from agentfsm.spec import Property, Table
-from agentfsm.verify import columns, graph
+from agentfsm.verify import columns, graph, graph_fair
 from agentfsm.verify.explore import Exploration, StepError
 from agentfsm.verify.trace import Trace, describe_config, describe_label
 
 KINDS = ("determinism", "bounds", "invariant", "deadlock", "transient", "unreachable-state", "dead-row",
-         "always-reachable", "no-cycle-within")
+         "always-reachable", "no-cycle-within", "eventually", "leads-to", "always")
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,7 @@ def run_checks(ex: Exploration) -> Verdict:
     runs += [partial(_invariant, ex, k) for k in range(len(table.invariants))]
     runs += [partial(_deadlock, ex), partial(_step_errors, ex, "transient"), partial(_unreachable_states, ex),
              partial(_dead_rows, ex)]
-    runs += [partial(_always_reachable if p.kind == "always-reachable" else _no_cycle_within, ex, p)
-             for p in table.properties]
+    runs += [partial(_PROPERTY_CHECKS[p.kind], ex, p) for p in table.properties]
     for run in runs:
         start = time.perf_counter()
         verdict.checks.append(run())
@@ -119,12 +118,13 @@ def _invariant(ex: Exploration, k: int) -> CheckResult:
 def _deadlock(ex: Exploration) -> CheckResult:
     table = ex.table
     final = np.array([s.final for s in table.states], dtype=np.bool_)
-    offsets = graph.csr(ex)[0]
-    bad = columns.first((offsets[1:] == offsets[:-1]) & ~final[columns.states(ex)])
+    bad = columns.first((graph_fair.progress(ex).out_degree == 0) & ~final[columns.states(ex)])
     if bad is None:
         return CheckResult("deadlock", None, True, "every non-final configuration accepts some event")
     where = describe_config(table, *ex.config(bad))
-    return CheckResult("deadlock", None, False, f"{where} is not final and accepts no event",
+    ignored = " (the ignore policy accepts events there, but an ignored event is no progress)" \
+        if table.unhandled.policy == "ignore" else ""
+    return CheckResult("deadlock", None, False, f"{where} is not final and accepts no event{ignored}",
                        Trace.of(table, ex.path(bad), None, "deadlock"))
 
 
@@ -155,19 +155,67 @@ def _dead_rows(ex: Exploration) -> CheckResult:
 
 def _always_reachable(ex: Exploration, prop: Property) -> CheckResult:
     table = ex.table
-    assert prop.target is not None
-    target = table.state_index[prop.target]
-    if table.states[target].transient:
-        return CheckResult("always-reachable", prop.name, False,
-                           f"{prop.target} is transient, so no configuration is ever in it: name a stable state")
-    marked = graph.can_reach(ex, columns.states(ex) == target)
+    assert prop.goal is not None
+    marked = graph.can_reach(ex, columns.holds(ex, prop.goal))
     bad = columns.first(~marked)
+    goal = prop.target or prop.goal_text
     if bad is None:
         return CheckResult("always-reachable", prop.name, True,
-                           f"{prop.target} is reachable from all {ex.count} configurations")
+                           f"{goal} is reachable from all {ex.count} configurations")
     where = describe_config(table, *ex.config(bad))
-    return CheckResult("always-reachable", prop.name, False, f"{prop.target} is unreachable from {where}",
+    return CheckResult("always-reachable", prop.name, False, f"{goal} is unreachable from {where}",
                        Trace.of(table, ex.path(bad), prop.name, "always-reachable"))
+
+
+def _always(ex: Exploration, prop: Property) -> CheckResult:
+    table = ex.table
+    assert prop.goal is not None
+    bad = columns.first(~columns.holds(ex, prop.goal))
+    if bad is None:
+        return CheckResult("always", prop.name, True, f"{prop.goal_text} holds in all {ex.count} configurations")
+    where = describe_config(table, *ex.config(bad))
+    return CheckResult("always", prop.name, False, f"{prop.goal_text} is false in {where}",
+                       Trace.of(table, ex.path(bad), prop.name, "always"))
+
+
+def _fairness_note(table: Table) -> str:
+    if not table.fairness:
+        return "no fairness assumed: declare 'fairness' for the events that are eventually taken"
+    return "under fairness " + ", ".join(f"{kind} {event}" for event, kind in table.fairness.items())
+
+
+def _leads_to(ex: Exploration, prop: Property) -> CheckResult:
+    """``eventually Q`` is ``leads-to`` from the initial configuration alone."""
+    table = ex.table
+    assert prop.goal is not None
+    goal = columns.holds(ex, prop.goal)
+    if prop.kind == "eventually":
+        source = np.zeros(ex.count, dtype=np.bool_)
+        source[0] = True
+        claim = f"every maximal run reaches {prop.goal_text}"
+    else:
+        assert prop.source is not None
+        source = columns.holds(ex, prop.source)
+        claim = f"every maximal run from {prop.source_text} reaches {prop.goal_text}"
+    avoid = ~goal
+    escapes, ends, fair = graph_fair.avoiders(ex, avoid)
+    start = columns.first(source & escapes)
+    if start is None:
+        return CheckResult(prop.kind, prop.name, True, f"{claim} ({_fairness_note(table)})")
+    way = graph_fair.escape(ex, avoid, ends, fair, start)
+    stem = [*ex.path(start), *(ex.labels[k] for k in way.path)]
+    end = describe_config(table, *ex.config(way.end))
+    origin = "" if prop.kind == "eventually" else f" from {describe_config(table, *ex.config(start))}"
+    if way.loop is None:
+        what = "final" if table.states[ex.config(way.end)[0]].final else "accepts no event"
+        return CheckResult(prop.kind, prop.name, False,
+                           f"a run{origin} ends in {end} ({what}) without reaching {prop.goal_text}",
+                           Trace.of(table, stem, prop.name, prop.kind))
+    loop = [ex.labels[k] for k in way.loop]
+    return CheckResult(prop.kind, prop.name, False,
+                       f"a run{origin} cycles forever through {end} ({len(loop)} step{'s' if len(loop) > 1 else ''})"
+                       f" without reaching {prop.goal_text}; {_fairness_note(table)}",
+                       Trace.of(table, [*stem, *loop], prop.name, prop.kind, loop_start=len(stem)))
 
 
 def _no_cycle_within(ex: Exploration, prop: Property) -> CheckResult:
@@ -186,3 +234,9 @@ def _no_cycle_within(ex: Exploration, prop: Property) -> CheckResult:
                        f"from {where}",
                        Trace.of(table, [*stem, *(ex.labels[k] for k in cycle)], prop.name, "no-cycle-within",
                                 loop_start=len(stem)))
+
+
+_PROPERTY_CHECKS: dict[str, Callable[[Exploration, Property], CheckResult]] = {
+    "always-reachable": _always_reachable, "no-cycle-within": _no_cycle_within, "eventually": _leads_to,
+    "leads-to": _leads_to, "always": _always,
+}

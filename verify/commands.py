@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
-from agentfsm.spec import Table
-from agentfsm.verify.checks import Verdict, run_checks
-from agentfsm.verify.explore import explore
+from agentfsm.spec import Table, TableError, load_table
+from agentfsm.verify.checks import KINDS, Verdict, run_checks
+from agentfsm.verify.explore import ExplorationLimit, explore
+from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
-from agentfsm.verify.promela import export_promela
-from agentfsm.verify.report import json_report, junit_report, text_report
-from agentfsm.verify.trace import TraceError, format_trace, load_trace
+from agentfsm.verify.promela import PromelaLimit, export_promela
+from agentfsm.verify.replay import violations
+from agentfsm.verify.report import Unverified, json_report, junit_suites, text_report
+from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    BadInput,
+    add_set_option,
+    load_tables,
+    parse_overrides,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,14 +41,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_set_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
-    parser.add_argument("--trace-out", metavar="FILE",
-                        help="write the first failing check's counterexample as a trace (for replay and diagrams)")
+    parser.add_argument("--trace-out", metavar="FILE|DIR",
+                        help="write counterexamples as traces (for replay and diagrams): into a directory (an "
+                             "existing one, or a path ending in '/'), one file per failing check; into FILE, the "
+                             "check --check names, or else the first failing one")
+    parser.add_argument("--check", metavar="NAME",
+                        help="with --trace-out FILE: the check whose counterexample to write (a property or "
+                             "invariant name, or a kind such as deadlock)")
+    parser.add_argument("--max-configurations", type=_positive, metavar="N",
+                        help="stop (exit 2) once more than N configurations are found, saying how far it got")
     parser.add_argument("--verbose", action="store_true", help="list every unhandled (state, event) pair")
     parser.set_defaults(func=run_verify)
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
                             description="Replay a trace written by 'verify --trace-out' against the table, "
-                                        "printing each configuration and the actions emitted.")
+                                        "printing each configuration and the actions emitted. Exit 1 when the "
+                                        "trace still violates a check (a step raises, an invariant is false, it "
+                                        "ends in a deadlock, or it is a counterexample of its own property), "
+                                        "0 when it shows no violation, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("trace", metavar="TRACE")
     add_set_option(parser)
@@ -52,36 +73,125 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=run_export)
 
 
-def verify_table(table: Table, progress: bool = True) -> tuple[Verdict, float]:
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def verify_table(table: Table, progress: bool = True, max_configurations: int | None = None) -> tuple[Verdict, float]:
+    """Explore and check one table; raise ExplorationLimit when it stops early (the limit,
+    or memory running out while exploring or checking)."""
     meter = Progress(f"exploring {table.machine}") if progress else None
     start = time.perf_counter()
-    ex = explore(table, meter)
-    if meter is not None:
-        meter.done()
-    verdict = run_checks(ex)
+    try:
+        ex = explore(table, meter, max_configurations)
+    finally:
+        if meter is not None:
+            meter.done()
+    try:
+        verdict = run_checks(ex)
+    except MemoryError:
+        count, transitions, depth = ex.count, ex.transitions, ex.reached[2]
+        del ex
+        raise ExplorationLimit("out of memory while checking", count, transitions, depth) from None
     return verdict, time.perf_counter() - start
 
 
+def narrowing_hint(table: Table) -> str:
+    """How to make the space smaller: the constants to lower, the widest ranges."""
+    ranges = sorted((v for v in table.variables if v.type == "int"), key=lambda v: v.lo - v.hi)[:3]
+    widest = ", ".join(f"{v.name} {v.lo}..{v.hi}" for v in ranges)
+    constants = ", ".join(f"{k}={v}" for k, v in table.constants.items() if not isinstance(v, bool))
+    hint = "narrow the bounds with --set NAME=VALUE"
+    if constants:
+        hint += f" (constants: {constants})"
+    if widest:
+        hint += f"; the widest ranges: {widest}"
+    return hint
+
+
+def limit_message(table: Table, stop: ExplorationLimit) -> str:
+    return (f"{table.file}: {table.machine}: exploration stopped, {stop.reason}: {stop.configurations:,} "
+            f"configurations and {stop.transitions:,} transitions explored, to breadth-first depth {stop.depth}; "
+            f"{narrowing_hint(table)}")
+
+
 def run_verify(args: argparse.Namespace) -> int:
-    tables = load_tables(args.tables, args.overrides)
-    verdicts, seconds = [], []
-    for table in tables:
-        verdict, elapsed = verify_table(table)
-        verdicts.append(verdict)
+    values = parse_overrides(args.overrides)
+    results: list[Verdict | Unverified] = []
+    seconds: list[float] = []
+    for path in args.tables:
+        start = time.perf_counter()
+        try:
+            table = load_table(path, values)
+        except TableError as exc:
+            for diagnostic in exc.diagnostics:
+                print(diagnostic, file=sys.stderr)
+            results.append(Unverified(path, None, "load", "\n".join(map(str, exc.diagnostics))))
+            seconds.append(time.perf_counter() - start)
+            continue
+        try:
+            verdict, elapsed = verify_table(table, max_configurations=args.max_configurations)
+        except ExplorationLimit as stop:
+            message = limit_message(table, stop)
+            print(f"agentfsm: error: {message}", file=sys.stderr)
+            results.append(Unverified(table.file, table.machine, "limit", message))
+            seconds.append(time.perf_counter() - start)
+            continue
+        results.append(verdict)
         seconds.append(elapsed)
         if not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
     if args.json:
-        print(json.dumps(json_report(verdicts), indent=2))
+        print(json.dumps(json_report(results), indent=2))
     if args.junit:
-        _write(args.junit, junit_report(verdicts, seconds))
+        _write(args.junit, junit_xml("verify", junit_suites(results, seconds)))
+    verdicts = [r for r in results if isinstance(r, Verdict)]
     if args.trace_out:
-        failing = [c.trace for v in verdicts for c in v.checks if not c.ok and c.trace is not None]
-        if failing:
-            _write(args.trace_out, (json.dumps(failing[0].to_json(), indent=2) + "\n").encode())
-        elif not args.json:
-            print(f"no counterexample to write to {args.trace_out}", file=sys.stderr)
+        _write_traces(args, verdicts)
+    if any(isinstance(r, Unverified) for r in results):
+        return EXIT_BAD_INPUT
     return EXIT_OK if all(v.ok for v in verdicts) else EXIT_FAILED
+
+
+def _write_traces(args: argparse.Namespace, verdicts: list[Verdict]) -> None:
+    failing = [(v, c) for v in verdicts for c in v.checks if not c.ok and c.trace is not None]
+    target = Path(args.trace_out)
+    if args.trace_out.endswith(("/", "\\")) or target.is_dir():
+        if args.check:
+            raise BadInput("--check picks one trace for --trace-out FILE; a directory gets every failing check's")
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput(f"cannot create {target}: {exc.strerror}") from None
+        for verdict, check in failing:
+            assert check.trace is not None
+            name = f"{verdict.table.machine}.{check.kind}" + (f".{check.name}" if check.name else "")
+            _write(str(target / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".json")), _trace_bytes(check.trace))
+        if not failing and not args.json:
+            print(f"no counterexample to write to {args.trace_out}", file=sys.stderr)
+        return
+    if args.check:
+        known = {c.name or c.kind for v in verdicts for c in v.checks} | set(KINDS)
+        if args.check not in known:
+            raise BadInput(f"--check {args.check}: no check of that name (names: {', '.join(sorted(known))})")
+        failing = [(v, c) for v, c in failing if args.check in (c.name, c.kind)]
+    if failing:
+        trace = failing[0][1].trace
+        assert trace is not None
+        _write(args.trace_out, _trace_bytes(trace))
+    elif not args.json:
+        which = f"check {args.check}" if args.check else "failing check"
+        print(f"no counterexample to write to {args.trace_out} (no {which} has one)", file=sys.stderr)
+
+
+def _trace_bytes(trace: Trace) -> bytes:
+    return (json.dumps(trace.to_json(), indent=2) + "\n").encode()
 
 
 def _write(path: str, data: bytes) -> None:
@@ -104,10 +214,18 @@ def run_replay(args: argparse.Namespace) -> int:
     title = f"{trace.kind} {trace.check}" if trace.check else (trace.kind or "trace")
     print(f"{table.machine}: replaying {title} ({len(trace.steps)} steps)")
     print("\n".join(format_trace(table, trace)))
-    return EXIT_OK
+    found = violations(table, trace)
+    for line in found:
+        print(f"violated: {line}")
+    if not found:
+        print("no check is violated by this trace")
+    return EXIT_FAILED if found else EXIT_OK
 
 
 def run_export(args: argparse.Namespace) -> int:
     [table] = load_tables([args.table], args.overrides)
-    sys.stdout.write(export_promela(table))
+    try:
+        sys.stdout.write(export_promela(table))
+    except PromelaLimit as exc:
+        raise BadInput(f"{table.file}: cannot export to Promela: {exc}") from None
     return EXIT_OK

@@ -16,11 +16,11 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from xml.etree import ElementTree as ET
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.verify.harness import AdapterFailure, Observation, Session, Transport, Unsupported
+from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
 
 Status = Literal["pass", "fail", "not-implemented", "not-run"]
@@ -388,22 +388,16 @@ def format_report(report: Report, listed: int = 20) -> str:
     return "\n".join(lines)
 
 
-def junit_xml(report: Report) -> bytes:
+def junit_suite(report: Report) -> Suite:
     """One testcase per vector; not-implemented and not-run vectors are ``skipped``."""
-    suite = ET.Element("testsuite", name=f"conform.{report.machine}", tests=str(len(report.results)),
-                       failures=str(report.count("fail")),
-                       skipped=str(report.count("not-implemented") + report.count("not-run")),
-                       errors="0", time=f"{report.seconds:.3f}")
+    cases = []
     for result in report.results:
-        case = ET.SubElement(suite, "testcase", classname=f"conform.{report.machine}", name=result.vector.id,
-                             time=f"{result.seconds:.3f}")
         if result.status == "fail":
-            failure = ET.SubElement(case, "failure", message=result.message.splitlines()[0] if result.message
-                                    else "failed")
-            failure.text = format_trace(result)
+            case = Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
+                        seconds=result.seconds)
         elif result.status != "pass":
-            ET.SubElement(case, "skipped", message=f"{result.status}: {result.message}")
-    root = ET.Element("testsuites")
-    root.append(suite)
-    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return data
+            case = Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
+        else:
+            case = Case(result.vector.id, seconds=result.seconds)
+        cases.append(case)
+    return Suite(report.machine, tuple(cases), report.seconds)

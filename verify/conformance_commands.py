@@ -18,8 +18,9 @@ from agentfsm.spec.model import Table
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
-from agentfsm.verify.conform import Runner, format_report, junit_xml, row_coverage
+from agentfsm.verify.conform import Runner, format_report, junit_suite, row_coverage
 from agentfsm.verify.harness import ProcessTransport, Transport, WithoutVars, kill_all, split_command
+from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
 from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
 
@@ -203,7 +204,7 @@ def run_conform(args: argparse.Namespace) -> int:
         report = Runner(table, connect).run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr),
                                             args.max_failures)
     print(format_report(report))
-    _write(args.junit, junit_xml(report))
+    _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
         _write(args.coverage_out, (json.dumps(coverage, indent=1) + "\n").encode())

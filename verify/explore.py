@@ -20,7 +20,8 @@ enabled row, a stable target, values in range) still goes through ``step``. The
 differential tests hold both paths to ``step`` on random tables.
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
-event the ``ignore`` policy accepts (a self-loop). A rejected event leaves the
+event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
+edges, which the checks disregard, as an ignored event is no progress). A rejected event leaves the
 configuration unchanged and is no transition, and final states accept nothing, so
 neither produces an edge; both are counted in the unhandled report instead (final
 states are not: accepting nothing is what they are for). A step that breaks the table's
@@ -47,6 +48,7 @@ Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
 MEMO_LIMIT = 4096
 NO_EDGE = -1
+STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,20 @@ class StepError:
     rows: tuple[int, ...]
 
 
+class ExplorationLimit(Exception):
+    """The exploration stopped early: past ``--max-configurations`` or out of memory.
+
+    Carries how far it got (configurations found, transitions, breadth-first depth) so
+    that the command can say what was explored and how to narrow the bounds."""
+
+    def __init__(self, reason: str, configurations: int, transitions: int, depth: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.configurations = configurations
+        self.transitions = transitions
+        self.depth = depth
+
+
 class Packing:
     """Bit-field packing of configurations: the state, then each variable."""
 
@@ -68,7 +84,7 @@ class Packing:
         self.state_bits = max(1, (self.nstates - 1).bit_length())
         self.state_mask = (1 << self.state_bits) - 1
         self.los = [0 if v.type == "bool" else v.lo for v in table.variables]
-        self.sizes = [len(v.domain) for v in table.variables]
+        self.sizes = [v.size for v in table.variables]
         self.bools = [v.type == "bool" for v in table.variables]
         shifts, masks, at = [], [], self.state_bits
         for size in self.sizes:
@@ -100,8 +116,23 @@ class Packing:
         return all(0 <= int(v) - lo < size for v, lo, size in zip(values, self.los, self.sizes, strict=True))
 
 
+MAX_LABELS = 1 << 20
+
+
 def labels_of(table: Table) -> list[Label]:
-    """Every (event, parameter values) combination, events in table order, values ascending."""
+    """Every (event, parameter values) combination, events in table order, values ascending.
+
+    Parameter values are enumerated (each is an event the verifier delivers), so a range
+    too wide to enumerate stops with ``ExplorationLimit`` before anything is built."""
+    total = 0
+    for event in table.events:
+        count = 1
+        for p in event.params:
+            count *= p.size
+        total += count
+        if total > MAX_LABELS:
+            raise ExplorationLimit(f"event {event.name} has {count:,} parameter value combinations (the verifier "
+                                   f"delivers each; more than {MAX_LABELS:,} in all)", 0, 0, 0)
     return [(event.name, values) for event in table.events
             for values in itertools.product(*(p.domain for p in event.params))]
 
@@ -175,16 +206,20 @@ class Exploration:
         self.offsets = array("q", [0])
         self.edge_label = array("i")
         self.edge_target = array("q")
+        self.stutter = array("q")   # indices of the edges that are ignored events, ascending
+        self.reached = (1, 0, 0)   # (configurations, transitions, depth) after the last whole chunk
         self.errors: list[StepError] = []
         self.error_count = 0
         self.row_fires: dict[int, int] = dict.fromkeys((r.index for r in table.rows), 0)
         self.unhandled: dict[tuple[int, int], int] = {}   # (state, label) -> configurations
         self._seen_errors: set[tuple[str, tuple[int, ...]]] = set()
-        # Memoised step outcomes, by id. Outcome 0 is "nothing": the direct path's NO_EDGE is ~0.
-        self._outcome_rows: list[tuple[int, ...]] = [()]
-        self._outcome_site: list[tuple[int, int] | None] = [None]   # (state, label) when unhandled
-        self._outcome_error: list[SemanticError | None] = [None]
-        self._hits: list[int] = [0]
+        # Memoised step outcomes, by id. Outcome 0 is "nothing" (the direct path's NO_EDGE is
+        # ~0), outcome 1 "ignored" (the direct path's STUTTER is ~1); neither is tallied.
+        self._outcome_rows: list[tuple[int, ...]] = [(), ()]
+        self._outcome_site: list[tuple[int, int] | None] = [None, None]   # (state, label) when unhandled
+        self._outcome_error: list[SemanticError | None] = [None, None]
+        self._outcome_ignored: list[bool] = [False, True]
+        self._hits: list[int] = [0, 0]
         self.columns: dict[str, Any] = {}   # numpy views of the codes, filled by ``columns``
 
     def code_array(self) -> npt.NDArray[Any]:
@@ -241,12 +276,18 @@ class Exploration:
         self._outcome_error.append(error)
         self._outcome_rows.append(rows)
         self._outcome_site.append((state, label) if unhandled else None)
+        self._outcome_ignored.append(not isinstance(result, SemanticError) and result.status == "ignored")
         self._hits.append(0)
         return len(self._hits) - 1
 
 
-def explore(table: Table, progress: Callable[[int], None] | None = None) -> Exploration:
+def explore(table: Table, progress: Callable[[int], None] | None = None,
+            max_configurations: int | None = None) -> Exploration:
     """Explore breadth-first from the initial configuration; see the module docstring.
+
+    Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (checked
+    between chunks, so the count may overshoot by one chunk's successors) or when memory
+    runs out; the partial graph is dropped before raising, so the caller has room to report.
 
     The loop is the verifier's hot path; it is written for CPython's interpreter: plans
     unpacked from tuples into locals, the growing ``codes`` list iterated directly (a
@@ -254,18 +295,32 @@ def explore(table: Table, progress: Callable[[int], None] | None = None) -> Expl
     appended to lists and copied into typed arrays once at the end, and progress
     reported between chunks rather than tested per configuration."""
     ex = Exploration(table)
+    try:
+        _run(ex, progress, max_configurations)
+    except ExplorationLimit:
+        ex.codes, ex.index = [], {}
+        raise
+    except MemoryError:
+        ex.codes, ex.index = [], {}
+        raise ExplorationLimit("out of memory", *ex.reached) from None
+    return ex
+
+
+def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None) -> None:
+    table = ex.table
     packing = ex.packing
     smask = packing.state_mask
     plans, unhandled_labels = _plans(table, ex.labels, packing)
     entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
-    outcome_error = ex._outcome_error
+    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
     codes, index = ex.codes, ex.index
     parent: list[int] = [-1]
     parent_label: list[int] = [-1]
     offsets: list[int] = [0]
     edge_label: list[int] = []
     edge_target: list[int] = []
+    stutter: list[int] = []
 
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
@@ -285,6 +340,10 @@ def explore(table: Table, progress: Callable[[int], None] | None = None) -> Expl
                     err = outcome_error[~add]
                     if err is not None:
                         ex.record_error(i, label, err)
+                    elif outcome_ignored[~add]:
+                        stutter.append(len(edge_target))
+                        edge_label.append(label)
+                        edge_target.append(i)
                     continue
                 new = (code & keep) | add
                 j = index.get(new)
@@ -297,18 +356,26 @@ def explore(table: Table, progress: Callable[[int], None] | None = None) -> Expl
                 edge_target.append(j)
             if ignore:
                 for label in unhandled_labels[state]:
+                    stutter.append(len(edge_target))
                     edge_label.append(label)
                     edge_target.append(i)
             offsets.append(len(edge_target))
             i += 1
         if i == start:
             break
+        depth, j = 0, i - 1
+        while j > 0:
+            j, depth = parent[j], depth + 1
+        ex.reached = (len(codes), len(edge_target), depth)
         if progress is not None:
             progress(len(codes))
+        if limit is not None and len(codes) > limit:
+            raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})",
+                                   *ex.reached)
     ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
     ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
+    ex.stutter = array("q", stutter)
     _tally(ex, plans, unhandled_labels)
-    return ex
 
 
 def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
@@ -370,7 +437,7 @@ def _compute(ex: Exploration, plan: _Plan, state: int, code: int) -> tuple[int, 
         result = err
     oid = ex._outcome(result, state, plan.label)
     hit = (0, ~oid)
-    if not isinstance(result, SemanticError) and result.accepted:
+    if not isinstance(result, SemanticError) and result.status == "fired":
         keep = packing.all & ~packing.state_mask
         for row in result.rows:
             for update in row.updates:
@@ -410,6 +477,8 @@ def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     if result.status in ("rejected", "ignored"):
         site = (state, plan.label)
         ex.unhandled[site] = ex.unhandled.get(site, 0) + 1
+    if result.status == "ignored":
+        return STUTTER
     for row in result.rows:
         ex.row_fires[row.index] += 1
     return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE

@@ -85,6 +85,7 @@ def can_reach(ex: Exploration, goal: Bools) -> Bools:
 
 def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]] | None:
     """A cycle using only edges whose label is ``allowed``: ``(node, labels of the cycle)``.
+    Stutter edges (ignored events) are never part of one.
 
     ``node`` is the lowest-numbered (so shallowest) configuration on any such cycle, and
     the labels are those of a shortest cycle through it. None when the subgraph is acyclic.
@@ -92,6 +93,7 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     n = ex.count
     offsets, targets, labels = csr(ex)
     keep = np.asarray(allowed, dtype=np.bool_)[labels]
+    keep[np.frombuffer(ex.stutter, dtype=np.longlong)] = False   # an ignored event is no progress
     kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
     sub_targets = targets[keep]
     subgraph = _matrix(n, kept, sub_targets, _weights(ex))
@@ -104,11 +106,11 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     if not on_cycle.any():
         return None
     node = int(np.argmax(on_cycle))
-    return node, _shortest_cycle(ex, allowed, node, component == component[node])
+    return node, _shortest_cycle(ex, keep, node, component == component[node])
 
 
-def _shortest_cycle(ex: Exploration, allowed: Sequence[bool], node: int, inside: Bools) -> list[int]:
-    """Labels of a shortest cycle from ``node`` back to itself over allowed edges.
+def _shortest_cycle(ex: Exploration, keep: Bools, node: int, inside: Bools) -> list[int]:
+    """Labels of a shortest cycle from ``node`` back to itself over the edges ``keep`` marks.
 
     Every cycle through ``node`` stays in its strongly connected component ``inside``, so
     the search never leaves it (and visits its nodes in the same order as a search of the
@@ -119,7 +121,7 @@ def _shortest_cycle(ex: Exploration, allowed: Sequence[bool], node: int, inside:
     while queue:
         i = queue.popleft()
         for e in range(off[i], off[i + 1]):
-            if not allowed[lab[e]]:
+            if not keep[e]:
                 continue
             t = tgt[e]
             if t == node:

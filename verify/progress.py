@@ -2,13 +2,16 @@
 
 Silent for the first ``DELAY`` seconds so short runs (and tests) print nothing. After
 that, a terminal gets one line rewritten in place; a log (not a TTY) gets a line at
-most every ``LOG_EVERY`` seconds, so CI logs stay short.
+most every ``LOG_EVERY`` seconds, so CI logs stay short. The line shows the process's
+resident memory, so a run heading for the machine's limit is seen before it gets there.
 """
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 DELAY = 1.0
@@ -30,7 +33,8 @@ class Progress:
         if elapsed < DELAY or (not self.tty and now - self.last < LOG_EVERY):
             return
         self.last = now
-        text = f"{self.what}: {count:,} configurations ({count / elapsed:,.0f}/s, {elapsed:.0f}s)"
+        text = (f"{self.what}: {count:,} configurations ({count / elapsed:,.0f}/s, {elapsed:.0f}s, "
+                f"{memory_bytes() / 1e6:,.0f} MB)")
         if self.tty:
             self.stream.write("\r\x1b[K" + text)
         else:
@@ -42,3 +46,12 @@ class Progress:
         if self.shown and self.tty:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
+
+
+def memory_bytes() -> int:
+    """The process's resident memory now (Linux), or its peak where /proc is missing."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return pages * resource.getpagesize()

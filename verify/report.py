@@ -1,13 +1,30 @@
-"""Rendering verdicts: the readable summary, the ``--json`` object and JUnit XML."""
+"""Rendering verdicts: the readable summary, the ``--json`` object and JUnit XML.
+
+The ``--json`` object is versioned (``"format": 1``); docs/verifier.md states what stays
+stable and docs/verify-json.schema.json is its JSON Schema.
+"""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from agentfsm.verify.checks import CheckResult, Verdict
+from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.trace import format_trace
+
+JSON_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """A table that was not verified: it did not load, or its exploration stopped early."""
+
+    file: str
+    machine: str | None
+    kind: Literal["load", "limit"]
+    message: str
 
 UNHANDLED_SHOWN = 12
 
@@ -63,24 +80,31 @@ def table_json(verdict: Verdict) -> dict[str, Any]:
     }
 
 
-def json_report(verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    return {"ok": all(v.ok for v in verdicts), "tables": [table_json(v) for v in verdicts]}
+def unverified_json(item: Unverified) -> dict[str, Any]:
+    return {"file": item.file, "machine": item.machine, "ok": False,
+            "error": {"kind": item.kind, "message": item.message}}
 
 
-def junit_report(verdicts: Sequence[Verdict], seconds: Sequence[float]) -> bytes:
-    suites = ET.Element("testsuites", name="agentfsm verify")
-    for verdict, elapsed in zip(verdicts, seconds, strict=True):
-        failures = sum(not c.ok for c in verdict.checks)
-        suite = ET.SubElement(suites, "testsuite", name=verdict.table.machine, tests=str(len(verdict.checks)),
-                              failures=str(failures), errors="0", time=f"{elapsed:.3f}",
-                              file=verdict.table.file)
-        for check in verdict.checks:
-            case = ET.SubElement(suite, "testcase", classname=f"agentfsm.verify.{verdict.table.machine}",
-                                 name=check_title(check))
-            if not check.ok:
-                failure = ET.SubElement(case, "failure", type=check.kind, message=check.message)
-                if check.trace is not None:
-                    failure.text = "\n".join(format_trace(verdict.table, check.trace))
-    ET.indent(suites)
-    data: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
-    return data + b"\n"
+def json_report(results: Sequence[Verdict | Unverified]) -> dict[str, Any]:
+    tables = [unverified_json(r) if isinstance(r, Unverified) else {**table_json(r), "ok": r.ok} for r in results]
+    return {"format": JSON_FORMAT, "ok": all(t["ok"] for t in tables), "tables": tables}
+
+
+def junit_suites(results: Sequence[Verdict | Unverified], seconds: Sequence[float]) -> list[Suite]:
+    """One suite per table, one case per check; an unverified table is one error case."""
+    suites = []
+    for result, elapsed in zip(results, seconds, strict=True):
+        if isinstance(result, Unverified):
+            what = "load" if result.kind == "load" else "explore"
+            suites.append(Suite(result.machine or result.file, (Case(what, "error", result.message, result.message,
+                                                                     result.kind),), elapsed, result.file))
+            continue
+        cases = []
+        for check, took in zip(result.checks, result.seconds, strict=True):
+            if check.ok:
+                cases.append(Case(check_title(check), seconds=took))
+                continue
+            detail = "\n".join(format_trace(result.table, check.trace)) if check.trace is not None else ""
+            cases.append(Case(check_title(check), "failure", check.message, detail, check.kind, took))
+        suites.append(Suite(result.table.machine, tuple(cases), elapsed, result.table.file))
+    return suites

@@ -1,0 +1,114 @@
+"""The verifier never falls over: limits and memory exhaustion are exit 2 with how far it
+got, huge ranges cost what their reachable values cost, and every output format survives
+a table that fails to load."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import SPEC, run_cli
+from verify_tables import HEADER
+
+COUNTER = HEADER.format(machine="count") + """
+constants: {top: 100000000}
+variables: {x: {type: int, min: 0, max: top, init: 0}}
+states: {A: {initial: true}, Done: {final: true}}
+events: {inc: {}, stop: {}}
+transitions:
+  - {from: A, on: inc, when: x < top, to: A, set: {x: x + 1}}
+  - {from: A, on: stop, to: Done}
+"""
+
+HUGE = HEADER.format(machine="huge") + """
+variables: {x: {type: int, min: -100000000000000000000, max: 100000000000000000000, init: 0}}
+states: {A: {initial: true}, B: {}, Done: {final: true}}
+events: {go: {}, back: {}, stop: {}}
+transitions:
+  - {from: A, on: go, when: x == 0, to: B, set: {x: x + 100000000000000000000}}
+  - {from: B, on: back, to: A, set: {x: x - 100000000000000000000}}
+  - {from: '*', on: stop, to: Done}
+invariants:
+  - {name: bounded, expr: x >= 0}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _limit_memory() -> None:
+    limit = 450 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def test_out_of_memory_is_exit_2_with_how_far_it_got(tmp_path: Path) -> None:
+    table = write(tmp_path, "count.yaml", COUNTER)
+    done = subprocess.run([sys.executable, "-m", "agentfsm.cli", "verify", str(table)], capture_output=True,
+                          text=True, preexec_fn=_limit_memory, timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert "exploration stopped, out of memory:" in done.stderr
+    assert "configurations and" in done.stderr and "breadth-first depth" in done.stderr
+    assert "--set NAME=VALUE (constants: top=100000000); the widest ranges: x 0..100000000" in done.stderr
+
+
+def test_max_configurations_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = write(tmp_path, "count.yaml", COUNTER.replace("100000000", "1000"))
+    code, out, err = run_cli(["verify", "--max-configurations", "100", "--json", str(table)], capsys)
+    assert code == 2
+    assert "more than 100 configurations (--max-configurations 100)" in err
+    data = json.loads(out)
+    assert data["format"] == 1 and data["ok"] is False
+    assert data["tables"][0]["error"]["kind"] == "limit"
+    code, out, _ = run_cli(["verify", "--max-configurations", "5000", str(table)], capsys)
+    assert code == 0 and "2,002 configurations" in out
+
+
+def test_a_huge_range_costs_only_its_reachable_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = write(tmp_path, "huge.yaml", HUGE)
+    code, out, _ = run_cli(["verify", "--json", str(table)], capsys)
+    data = json.loads(out)
+    assert code == 0, out
+    assert data["tables"][0]["configurations"] == 4
+    code, out, _ = run_cli(["export", "--promela", str(table)], capsys)
+    assert code == 2
+
+
+def test_a_parameter_range_too_wide_to_enumerate_is_exit_2(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    wide = "go: {params: {k: {type: int, min: 0, max: 99999999}}}"
+    table = write(tmp_path, "wide.yaml", HUGE.replace("go: {}", wide))
+    code, _, err = run_cli(["verify", str(table)], capsys)
+    assert code == 2 and "event go has 100,000,000 parameter value combinations" in err
+
+
+def test_a_load_error_is_reported_in_every_format_and_the_other_tables_verified(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path, "bad.yaml", HEADER.format(machine="bad") + "states: {A: {}}\n")
+    junit = tmp_path / "x.xml"
+    code, out, err = run_cli(["verify", str(SPEC / "loom-agent.yaml"), str(bad), "--junit", str(junit), "--json"],
+                             capsys)
+    assert code == 2
+    assert f"{bad}:" in err and "error:" in err
+    data = json.loads(out)
+    assert data["format"] == 1 and data["ok"] is False
+    good, failed = data["tables"]
+    assert good["machine"] == "loom-agent" and good["ok"] is True and good["configurations"] > 0
+    assert failed["file"] == str(bad) and failed["error"]["kind"] == "load" and failed["machine"] is None
+    root = ET.parse(junit).getroot()
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["verify.loom-agent", f"verify.{bad}"]
+    assert suites[0].get("errors") == "0" and int(suites[0].get("tests", "0")) > 5
+    [case] = suites[1].findall("testcase")
+    error = case.find("error")
+    assert case.get("name") == "load" and error is not None and "error:" in (error.text or "")
+    assert root.get("errors") == "1"
+    assert all(c.get("classname") == "agentfsm.verify.loom-agent" for c in suites[0].iter("testcase"))

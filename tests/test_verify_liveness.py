@@ -1,0 +1,152 @@
+"""Temporal properties and fairness: each kind where it holds and where it fails, with exact
+(lasso) counterexamples; and the ``ignore`` policy's stutter, which is never progress."""
+
+from __future__ import annotations
+
+import pytest
+from agentfsm.spec import TableError
+from verify_tables import check, steps, table, verdict
+
+SUPPORT = """
+variables: {tries: {type: int, min: 0, max: 2, init: 0}}
+states: {Idle: {initial: true}, Thinking: {}, Tool: {}, Resolved: {final: true}, Cancelled: {final: true},
+         Escalated: {final: true}}
+events: {ask: {}, reply: {}, call: {}, result: {}, error: {}, cancel: {}, ping: {}}
+transitions:
+  - {from: Idle, on: ask, to: Thinking}
+  - {from: Thinking, on: reply, to: Resolved}
+  - {from: Thinking, on: call, to: Tool}
+  - {from: Tool, on: result, to: Thinking}
+  - {from: Tool, on: error, when: tries < 2, to: Tool, set: {tries: tries + 1}}
+  - {from: Tool, on: error, when: tries == 2, to: Escalated}
+  - {from: '*', on: cancel, to: Cancelled}
+  - {from: Thinking, on: ping, to: Thinking}
+properties:
+  - {name: ends, eventually: [Resolved, Cancelled, Escalated]}
+  - {name: resolves, eventually: Resolved}
+  - {name: tool-returns, leads-to: {from: Tool, to: Thinking}}
+  - {name: tool-settles, leads-to: {from: Tool, to: [Thinking, Cancelled, Escalated]}}
+  - {name: can-end, always-reachable: [Resolved, Cancelled, Escalated]}
+  - {name: fresh, always-reachable: tries == 0}
+  - {name: bounded, always: tries <= 2}
+  - {name: never-escalates, always: state not in (Escalated)}
+"""
+
+
+def test_eventually_without_fairness_fails_on_the_shortest_lasso() -> None:
+    result = check(verdict(SUPPORT), "eventually", "ends")
+    assert not result.ok and result.trace is not None
+    assert steps(result) == ["ask", "ping"] and result.trace.loop_start == 1
+    assert "cycles forever through Thinking {tries: 0}" in result.message
+    assert "no fairness assumed" in result.message
+
+
+def test_weak_fairness_needs_the_event_enabled_throughout_the_loop() -> None:
+    result = check(verdict(SUPPORT + "fairness: {weak: [reply]}\n"), "eventually", "ends")
+    assert not result.ok and result.trace is not None
+    assert steps(result) == ["ask", "call", "result"] and result.trace.loop_start == 1
+    assert "under fairness weak reply" in result.message
+
+
+def test_strong_fairness_makes_every_run_end() -> None:
+    assert check(verdict(SUPPORT + "fairness: {strong: [reply]}\n"), "eventually", "ends").ok
+
+
+def test_weak_fairness_on_every_loop_event_makes_every_run_end() -> None:
+    v = verdict(SUPPORT.replace("  - {from: Tool, on: result, to: Thinking}\n", "") .replace(
+        "{from: Thinking, on: call, to: Tool}", "{from: Thinking, on: call, to: Tool, when: false}")
+        + "fairness: {weak: [reply]}\n")
+    assert check(v, "eventually", "ends").ok
+    assert not check(verdict(SUPPORT.replace("{from: Thinking, on: call, to: Tool}",
+                                             "{from: Thinking, on: call, to: Tool, when: false}")),
+                     "eventually", "ends").ok
+
+
+def test_fairness_does_not_hide_a_run_that_ends_elsewhere() -> None:
+    result = check(verdict(SUPPORT + "fairness: {strong: [reply]}\n"), "eventually", "resolves")
+    assert not result.ok and result.trace is not None
+    assert steps(result) == ["cancel"] and result.trace.loop_start is None
+    assert "ends in Cancelled {tries: 0} (final) without reaching Resolved" in result.message
+
+
+def test_leads_to_fails_from_the_shallowest_source_and_holds_for_a_wider_target() -> None:
+    v = verdict(SUPPORT)
+    result = check(v, "leads-to", "tool-returns")
+    assert not result.ok and steps(result) == ["ask", "call", "cancel"]
+    assert "from Tool {tries: 0} ends in Cancelled" in result.message
+    assert check(v, "leads-to", "tool-settles").ok
+
+
+def test_leads_to_lasso_stays_out_of_the_target() -> None:
+    v = verdict(SUPPORT.replace("to: Escalated}", "to: Tool, set: {tries: 0}}").replace(
+        "  - {name: tool-settles, leads-to: {from: Tool, to: [Thinking, Cancelled, Escalated]}}\n",
+        "  - {name: tool-settles, leads-to: {from: Tool, to: [Thinking, Cancelled]}}\n"))
+    result = check(v, "leads-to", "tool-settles")
+    assert not result.ok and result.trace is not None
+    assert steps(result) == ["ask", "call", "error", "error", "error"] and result.trace.loop_start == 2
+    assert check(verdict(SUPPORT.replace("to: Escalated}", "to: Tool, set: {tries: 0}}").replace(
+        "  - {name: tool-settles, leads-to: {from: Tool, to: [Thinking, Cancelled, Escalated]}}\n",
+        "  - {name: tool-settles, leads-to: {from: Tool, to: [Thinking, Cancelled]}}\n")
+        + "fairness: {weak: [result]}\n"), "leads-to", "tool-settles").ok
+
+
+def test_always_reachable_of_a_set_and_of_an_expression() -> None:
+    v = verdict(SUPPORT)
+    assert check(v, "always-reachable", "can-end").ok
+    fresh = check(v, "always-reachable", "fresh")
+    assert not fresh.ok and steps(fresh) == ["ask", "call", "error"]
+    assert "tries == 0 is unreachable from Tool {tries: 1}" in fresh.message
+
+
+def test_always_is_an_invariant() -> None:
+    v = verdict(SUPPORT)
+    assert check(v, "always", "bounded").ok
+    never = check(v, "always", "never-escalates")
+    assert not never.ok and steps(never) == ["ask", "call", "error", "error", "error"]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("  - {name: x, eventually: Nowhere}\n", "unknown state 'Nowhere'"),
+    ("  - {name: x, always-reachable: [Idle, Nowhere]}\n", "unknown state 'Nowhere'"),
+    ("  - {name: x, eventually: tries + 1}\n", "bool"),
+    ("fairness: {weak: [nope]}\n", "unknown event 'nope'"),
+    ("fairness: {weak: [reply], strong: [reply]}\n", "already weakly fair"),
+])
+def test_bad_properties_are_load_errors(extra: str, message: str) -> None:
+    with pytest.raises(TableError) as info:
+        table(SUPPORT + extra)
+    assert message in str(info.value)
+
+
+IGNORED = """
+states: {Triage: {initial: true}, Work: {}, Stuck: {}, Done: {final: true}}
+events: {start: {}, ToolError: {}, finish: {}, park: {}}
+transitions:
+  - {from: Triage, on: start, to: Work}
+  - {from: Work, on: finish, to: Done}
+  - {from: Work, on: park, to: Stuck}
+unhandled: {policy: ignore}
+properties:
+  - {name: errors-end, no-cycle-within: {events: [ToolError]}}
+  - {name: done, eventually: Done}
+fairness: {weak: [finish]}
+"""
+
+
+def test_ignored_events_are_stutter_not_progress() -> None:
+    v = verdict(IGNORED)
+    assert check(v, "no-cycle-within", "errors-end").ok
+    deadlock = check(v, "deadlock")
+    assert not deadlock.ok and steps(deadlock) == ["start", "park"]
+    assert "an ignored event is no progress" in deadlock.message
+    done = check(v, "eventually", "done")
+    assert not done.ok and steps(done) == ["start", "park"] and "ends in Stuck {" not in done.message
+    assert "ends in Stuck (accepts no event)" in done.message
+
+
+def test_a_row_that_loops_is_progress_even_under_ignore() -> None:
+    v = verdict(IGNORED.replace("  - {from: Work, on: park, to: Stuck}\n",
+                                "  - {from: Work, on: ToolError, to: Work}\n"))
+    cycle = check(v, "no-cycle-within", "errors-end")
+    assert not cycle.ok and steps(cycle) == ["start", "ToolError"]
+    assert check(v, "deadlock").ok and check(v, "eventually", "done").ok
