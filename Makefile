@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TABLES := $(sort $(wildcard spec/*.yaml))
 # The editable install links each module; a new module (or a changed pyproject) needs it re-run.
-SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml spec/*.json impl/*.py impl/*/*.py verify/*.py diagrams/*.py))
+SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py diagrams/*.py))
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 

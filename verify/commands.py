@@ -9,11 +9,22 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table
+from agentfsm.spec.system_load import is_system_file
 from agentfsm.verify.checks import Verdict, run_checks
 from agentfsm.verify.explore import explore
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import export_promela
 from agentfsm.verify.report import json_report, junit_report, text_report
+from agentfsm.verify.system_commands import (
+    first_trace,
+    load_systems,
+    run_replay_system,
+    split_systems,
+    trace_json_text,
+    verdict_json,
+    verify_system,
+)
+from agentfsm.verify.system_commands import text_report as system_text_report
 from agentfsm.verify.trace import TraceError, format_trace, load_trace
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
@@ -26,13 +37,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "run the checks (determinism, bounds, invariants, deadlock, transient, unreachable-state, "
                     "dead-row, always-reachable, no-cycle-within) and print shortest counterexamples. "
                     "Exit 0 when every check holds, 1 when one fails, 2 on bad input.")
-    parser.add_argument("tables", nargs="+", metavar="TABLE")
+    parser.add_argument("tables", nargs="+", metavar="TABLE", help="a table or a system file")
     add_set_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     parser.add_argument("--trace-out", metavar="FILE",
                         help="write the first failing check's counterexample as a trace (for replay and diagrams)")
     parser.add_argument("--verbose", action="store_true", help="list every unhandled (state, event) pair")
+    parser.add_argument("--no-symmetry", dest="symmetry", action="store_false",
+                        help="systems: explore every permutation of identical instances (no symmetry reduction)")
     parser.set_defaults(func=run_verify)
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
@@ -63,7 +76,9 @@ def verify_table(table: Table, progress: bool = True) -> tuple[Verdict, float]:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    tables = load_tables(args.tables, args.overrides)
+    table_paths, system_paths = split_systems(args.tables)
+    tables = load_tables(table_paths, args.overrides)
+    systems = load_systems(system_paths)
     verdicts, seconds = [], []
     for table in tables:
         verdict, elapsed = verify_table(table)
@@ -71,17 +86,31 @@ def run_verify(args: argparse.Namespace) -> int:
         seconds.append(elapsed)
         if not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
+    system_verdicts = []
+    for system in systems:
+        system_verdict = verify_system(system, args.symmetry)
+        system_verdicts.append(system_verdict)
+        if not args.json:
+            print("\n".join(system_text_report(system_verdict)), flush=True)
     if args.json:
-        print(json.dumps(json_report(verdicts), indent=2))
+        report = json_report(verdicts)
+        if system_verdicts:
+            report["systems"] = [verdict_json(v) for v in system_verdicts]
+            report["ok"] = report["ok"] and all(v.ok for v in system_verdicts)
+        print(json.dumps(report, indent=2))
     if args.junit:
         _write(args.junit, junit_report(verdicts, seconds))
     if args.trace_out:
         failing = [c.trace for v in verdicts for c in v.checks if not c.ok and c.trace is not None]
+        system_failing = first_trace(system_verdicts)
         if failing:
             _write(args.trace_out, (json.dumps(failing[0].to_json(), indent=2) + "\n").encode())
+        elif system_failing is not None:
+            _write(args.trace_out, trace_json_text(*system_failing))
         elif not args.json:
             print(f"no counterexample to write to {args.trace_out}", file=sys.stderr)
-    return EXIT_OK if all(v.ok for v in verdicts) else EXIT_FAILED
+    ok = all(v.ok for v in verdicts) and all(v.ok for v in system_verdicts)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _write(path: str, data: bytes) -> None:
@@ -92,6 +121,8 @@ def _write(path: str, data: bytes) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if is_system_file(args.table):
+        return run_replay_system(args.table, args.trace)
     [table] = load_tables([args.table], args.overrides)
     try:
         text = Path(args.trace).read_text(encoding="utf-8")
