@@ -159,7 +159,7 @@ class _Builder:
                 index = len(self.instances)
                 self.groups.setdefault(name, []).append(index)
                 self.instances.append(Instance(index, full, name, member, table, spec.get("mailbox", capacity),
-                                               durable_state, frozenset(durable_vars)))
+                                               durable_state, frozenset(durable_vars), spec.get("passive", False)))
 
     # -- references ----------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ class Instance:
     capacity: int                # mailbox bound
     durable_state: bool          # a crash keeps the state (else: the initial state)
     durable_vars: frozenset[int]  # variable positions a crash keeps
+    passive: bool = False        # a server: idle forever is not a deadlock
 
 
 @dataclass(frozen=True)

@@ -119,12 +119,13 @@ def deadlock_check(ex: SystemExploration) -> SysCheck:
     for n, config in enumerate(ex.configs):
         if ex.out_degree[n]:
             continue
-        live = [i for i, inst in enumerate(ex.system.instances) if not inst.table.states[config[0][i][0]].final]
+        live = [i for i, inst in enumerate(ex.system.instances)
+                if not inst.passive and not inst.table.states[config[0][i][0]].final]
         if live:
             names = ", ".join(ex.system.instances[i].name for i in live)
             return SysCheck("deadlock", None, False, f"no step is possible while {names} not final",
                             trace_to(ex, n, "deadlock", None))
-    return SysCheck("deadlock", None, True, "every configuration has a step or all instances are final")
+    return SysCheck("deadlock", None, True, "every configuration has a step or every active instance is final")
 
 
 def reachable_check(ex: SystemExploration, prop: SysProperty) -> SysCheck:

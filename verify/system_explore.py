@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
-from agentfsm.spec.system_model import Instance, System
+from agentfsm.spec.system_model import System
 
 InstConf = tuple[int, tuple[Value, ...]]
 Message = tuple[str, tuple[Value, ...]]
@@ -74,25 +74,32 @@ def initial_config(system: System) -> Config:
     return insts, tuple(() for _ in range(n)), (False,) * n, (0,) * len(system.faults)
 
 
+Route = tuple[tuple[str, str, tuple[Value, ...], bool], tuple[int, ...]]
+
+
 class Stepper:
-    """The successor function of one system, with the instance steps memoised."""
+    """The successor function of one system, with instance steps and their routing memoised."""
 
     def __init__(self, system: System) -> None:
         self.system = system
-        self.cache: dict[tuple[int, int, tuple[Value, ...], str, tuple[Value, ...]], StepResult | SemanticError] = {}
+        self.cache: dict[tuple[int, int, tuple[Value, ...], str, tuple[Value, ...]],
+                         tuple[StepResult, tuple[Route, ...]] | SemanticError] = {}
 
-    def instance_step(self, inst: Instance, conf: InstConf, event: str, params: tuple[Value, ...]) -> StepResult:
-        key = (inst.index, conf[0], conf[1], event, params)
-        result = self.cache.get(key)
-        if result is None:
+    def instance_step(self, i: int, conf: InstConf, event: str,
+                      params: tuple[Value, ...]) -> tuple[StepResult, tuple[Route, ...]]:
+        """The table's own step (``agentfsm.spec.semantics.step``) and where its messages may go."""
+        key = (i, conf[0], conf[1], event, params)
+        cached = self.cache.get(key)
+        if cached is None:
             try:
-                result = step(inst.table, conf[0], conf[1], event, params)
+                result = step(self.system.instances[i].table, conf[0], conf[1], event, params)
+                cached = result, self.routes(i, result)
             except SemanticError as exc:
-                result = exc
-            self.cache[key] = result
-        if isinstance(result, SemanticError):
-            raise result
-        return result
+                cached = exc
+            self.cache[key] = cached
+        if isinstance(cached, SemanticError):
+            raise cached
+        return cached
 
     def successors(self, config: Config) -> Iterator[Successor]:
         """Every system step from ``config`` that changes it, with what it did."""
@@ -105,12 +112,12 @@ class Stepper:
                 if stalled[i]:
                     continue
                 for params in env.choices:
-                    yield from self.deliver(config, ("env", i, env.event, params, ()), i, env.event, params, mailboxes)
+                    yield from self.deliver(config, ("env", i, env.event, params, ()), mailboxes)
         for i, box in enumerate(mailboxes):
             if box and not stalled[i]:
                 event, params = box[0]
                 rest = (*mailboxes[:i], box[1:], *mailboxes[i + 1:])
-                yield from self.deliver(config, ("deliver", i, event, params, ()), i, event, params, rest)
+                yield from self.deliver(config, ("deliver", i, event, params, ()), rest)
         for f, fault in enumerate(system.faults):
             if spent[f] >= fault.max:
                 continue
@@ -124,26 +131,33 @@ class Stepper:
                 after = (*stalled[:i], False, *stalled[i + 1:])
                 yield ("wake", i, "", (), ()), (insts, mailboxes, after, spent), Effect(insts[i], insts[i])
 
-    def deliver(self, config: Config, label: Label, i: int, event: str, params: tuple[Value, ...],
+    def deliver(self, config: Config, label: Label,
                 mailboxes: tuple[tuple[Message, ...], ...]) -> Iterator[Successor]:
         insts, _, stalled, spent = config
-        inst = self.system.instances[i]
+        kind, i, event, params, _ = label
         conf = insts[i]
         try:
-            result = self.instance_step(inst, conf, event, params)
+            result, routes = self.instance_step(i, conf, event, params)
         except SemanticError as exc:
-            yield label, config, Effect(conf, None, findings=(Finding(exc.kind, f"{inst.name}: {exc.message}"),))
+            name = self.system.instances[i].name
+            yield label, config, Effect(conf, None, findings=(Finding(exc.kind, f"{name}: {exc.message}"),))
             return
-        findings: list[Finding] = []
-        if label[0] == "env" and result.status == "rejected" and not result.actions:
+        status = result.status
+        if kind == "env" and status == "rejected" and not result.actions:
             return  # the environment offered an event the instance does not take: no step
-        if label[0] == "deliver" and result.status == "rejected":
-            findings.append(Finding("unhandled-message", f"{inst.name} rejects {event}{_params(params)} in "
-                                                         f"{inst.table.states[conf[0]].name}"))
+        findings: tuple[Finding, ...] = ()
+        if kind == "deliver" and status == "rejected":
+            inst = self.system.instances[i]
+            findings = (Finding("unhandled-message", f"{inst.name} rejects {event}{_params(params)} in "
+                                                     f"{inst.table.states[conf[0]].name}"),)
         after: InstConf = (result.state, result.vars)
-        new_insts = (*insts[:i], after, *insts[i + 1:])
-        routes = self.routes(i, result)
-        for choice in itertools.product(*(options for _, options in routes)) if routes else [()]:
+        new_insts = (*insts[:i], after, *insts[i + 1:]) if after != conf else insts
+        if not routes:
+            new = (new_insts, mailboxes, stalled, spent)
+            if new != config or findings:
+                yield label, new, Effect(conf, after, result.actions, (), findings, status)
+            return
+        for choice in itertools.product(*(targets for _, targets in routes)):
             boxes = list(mailboxes)
             sent: list[Sent] = []
             chosen: list[int] = []
@@ -152,24 +166,24 @@ class Stepper:
                 action, link_event, link_params, is_any = message
                 if is_any:
                     chosen.append(target)
-                target_inst = self.system.instances[target]
-                full = len(boxes[target]) >= target_inst.capacity
+                capacity = self.system.instances[target].capacity
+                full = len(boxes[target]) >= capacity
                 if full:
-                    note.append(Finding("mailbox-overflow", f"{target_inst.name}'s mailbox (capacity "
-                                        f"{target_inst.capacity}) is full: {link_event}{_params(link_params)} "
-                                        f"from {inst.name} is dropped"))
+                    note.append(Finding("mailbox-overflow", f"{self.system.instances[target].name}'s mailbox "
+                                        f"(capacity {capacity}) is full: {link_event}{_params(link_params)} "
+                                        f"from {self.system.instances[i].name} is dropped"))
                 else:
                     boxes[target] = (*boxes[target], (link_event, link_params))
                 sent.append(Sent(i, action, target, link_event, link_params, full))
             new = (new_insts, tuple(boxes), stalled, spent)
             if new == config and not note:
                 continue  # a stutter (an ignored event that changed nothing)
-            step_label = (label[0], label[1], label[2], label[3], tuple(chosen))
-            yield step_label, new, Effect(conf, after, result.actions, tuple(sent), tuple(note), result.status)
+            yield (kind, i, event, params, tuple(chosen)), new, Effect(conf, after, result.actions, tuple(sent),
+                                                                       tuple(note), status)
 
-    def routes(self, i: int, result: StepResult) -> list[tuple[tuple[str, str, tuple[Value, ...], bool], list[int]]]:
+    def routes(self, i: int, result: StepResult) -> tuple[Route, ...]:
         """Per linked message of the step, in emission order: (message, its possible targets)."""
-        routes = []
+        routes: list[Route] = []
         inst = self.system.instances[i]
         args_of = result.args or tuple(() for _ in result.actions)
         for action, args in zip(result.actions, args_of, strict=True):
@@ -177,14 +191,14 @@ class Stepper:
                 params = tuple(inst.member if k < 0 else args[k] for k in link.params)
                 message = (action, link.event, params, link.mode == "any")
                 if link.mode in ("one", "any"):
-                    routes.append((message, list(link.targets)))
+                    routes.append((message, link.targets))
                 elif link.mode == "all":
-                    routes.extend((message, [t]) for t in link.targets)
+                    routes.extend((message, (t,)) for t in link.targets)
                 else:
                     number = args[link.route_arg]
                     if isinstance(number, int) and 0 <= number < len(link.targets):
-                        routes.append((message, [link.targets[int(number)]]))
-        return routes
+                        routes.append((message, (link.targets[int(number)],)))
+        return tuple(routes)
 
     def fault(self, config: Config, kind: str, i: int, used: tuple[int, ...]) -> Successor | None:
         insts, mailboxes, stalled, _ = config
