@@ -271,7 +271,7 @@ class _Builder:
             return None
         text = f"{spec['from']}.{action.name} -> {spec['to']}.{event.name}"
         return Link(self.doc.mark(path), frozenset(sources), action.name, mode, targets,  # type: ignore[arg-type]
-                    route_arg, event.name, params, text)
+                    route_arg, event.name, params, text, spec.get("rejectable", False))
 
     def link_params(self, path: NodePath, spec: dict[str, Any], action: str, action_params: tuple[Any, ...],
                     event: Event, sources: list[int]) -> tuple[int, ...] | None:

@@ -57,6 +57,7 @@ class Link:
     # the sender's member number.
     params: tuple[int, ...]
     text: str                    # 'agent.ExecuteTools -> call[any].Requested' for reports
+    rejectable: bool = False     # the target may reject it (a tolerated race)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,10 @@ class System:
     faults: tuple[Fault, ...]
     invariants: tuple[SysInvariant, ...]
     properties: tuple[SysProperty, ...]
+
+    def rejectable(self, target: int, event: str) -> bool:
+        """Whether a link declared that ``target`` may reject ``event`` (a race its table tolerates)."""
+        return any(link.rejectable and link.event == event and target in link.targets for link in self.links)
 
     def instance(self, name: str) -> Instance:
         for inst in self.instances:

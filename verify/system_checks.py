@@ -25,7 +25,7 @@ from agentfsm.verify.system_explore import (
     concrete_path,
     initial_config,
 )
-from agentfsm.verify.system_trace import SystemTrace
+from agentfsm.verify.system_trace import SystemTrace, replay
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -119,13 +119,19 @@ def deadlock_check(ex: SystemExploration) -> SysCheck:
     for n, config in enumerate(ex.configs):
         if ex.out_degree[n]:
             continue
-        live = [i for i, inst in enumerate(ex.system.instances)
-                if not inst.passive and not inst.table.states[config[0][i][0]].final]
-        if live:
-            names = ", ".join(ex.system.instances[i].name for i in live)
-            return SysCheck("deadlock", None, False, f"no step is possible while {names} not final",
-                            trace_to(ex, n, "deadlock", None))
+        if _live(ex.system, config):
+            trace = trace_to(ex, n, "deadlock", None)
+            steps = replay(ex.system, trace.steps)
+            concrete = steps[-1][1] if steps else config
+            names = ", ".join(ex.system.instances[i].name for i in _live(ex.system, concrete))
+            return SysCheck("deadlock", None, False, f"no step is possible while {names} not final", trace)
     return SysCheck("deadlock", None, True, "every configuration has a step or every active instance is final")
+
+
+def _live(system: System, config: Config) -> list[int]:
+    """The active (not passive) instances not in a final state."""
+    return [i for i, inst in enumerate(system.instances)
+            if not inst.passive and not inst.table.states[config[0][i][0]].final]
 
 
 def reachable_check(ex: SystemExploration, prop: SysProperty) -> SysCheck:

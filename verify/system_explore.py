@@ -146,7 +146,7 @@ class Stepper:
         if kind == "env" and status == "rejected" and not result.actions:
             return  # the environment offered an event the instance does not take: no step
         findings: tuple[Finding, ...] = ()
-        if kind == "deliver" and status == "rejected":
+        if kind == "deliver" and status == "rejected" and not self.system.rejectable(i, event):
             inst = self.system.instances[i]
             findings = (Finding("unhandled-message", f"{inst.name} rejects {event}{_params(params)} in "
                                                      f"{inst.table.states[conf[0]].name}"),)
