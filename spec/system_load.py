@@ -117,18 +117,22 @@ class _Builder:
         key = (str(path), tuple(sorted(overrides.items())))
         if key in self.tables:
             return self.tables[key]
+        if not path.is_file():
+            self.errors.error(self.mark("instances", name, "table"), f"instance {name}: no table file "
+                              f"{shown(spec['table'])}")
+            return None
         try:
             table = load_table(path, overrides)
         except TableError as exc:
+            own = [d for d in exc.diagnostics if not d.message.startswith("--set ")]
             for diagnostic in exc.diagnostics:
                 if diagnostic.message.startswith("--set "):
                     self.errors.error(self.mark("instances", name, "set"),
                                       f"instance {name}: {diagnostic.message.removeprefix('--set ')}")
-                else:
-                    self.errors.diagnostics.append(diagnostic)
-            self.errors.error(self.mark("instances", name, "table"), f"instance {name}: table {spec['table']} "
-                              "does not load (errors above)" if path.exists() else
-                              f"instance {name}: no table file {shown(spec['table'])}")
+            self.errors.diagnostics.extend(own)
+            if own:
+                self.errors.error(self.mark("instances", name, "table"),
+                                  f"instance {name}: table {spec['table']} does not load (errors above)")
             return None
         self.tables[key] = table
         return table

@@ -150,7 +150,7 @@ def _send(system: System, i: int, result: StepResult, boxes: tuple[Any, ...]) ->
         for link in system.links:
             if i not in link.sources or link.action != action:
                 continue
-            message = (link.event, ())
+            message: tuple[str, tuple[Value, ...]] = (link.event, ())
             if link.mode == "all":
                 deliveries.extend((message, [t]) for t in link.targets)
             else:
