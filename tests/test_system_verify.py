@@ -89,7 +89,8 @@ def test_planted_race_loses_an_update() -> None:
 
 
 def test_planted_overflow(tmp_path: Path) -> None:
-    system = variant(tmp_path, SYSTEMS / "loom-with-tools.yaml", {"loom-agent.yaml, mailbox: 2": "loom-agent.yaml, mailbox: 1"})
+    system = variant(tmp_path, SYSTEMS / "loom-with-tools.yaml",
+                     {"loom-agent.yaml, mailbox: 2": "loom-agent.yaml, mailbox: 1"})
     found = failing(system)
     assert set(found) == {"mailbox-overflow"}
     assert story(system, found["mailbox-overflow"]) == [
