@@ -22,7 +22,7 @@ from typing import Any
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Row, Table
-from agentfsm.spec.semantics import SemanticError, Status, apply_row, settle
+from agentfsm.spec.semantics import SemanticError, Status, apply_row, emitted_args, settle
 from transitions import EventData, Machine, State
 
 __all__ = ["Anomaly", "Engine", "Outcome", "SemanticError", "UnknownEvent", "compiled_machine"]
@@ -43,6 +43,7 @@ class Outcome:
     vars: Mapping[str, Value]
     actions: tuple[str, ...]
     status: Status
+    args: tuple[tuple[Value, ...], ...] = ()  # per action, its parameter values (declared order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class _Fire:
         engine._values = apply_row(self.table, row, env)
         engine._fired.append(row)
         engine._actions.extend(row.emit)
+        engine._args.extend(emitted_args(self.table, row, env))
 
 
 def _condition(row: Row) -> Any:
@@ -121,7 +123,7 @@ class Engine:
     transient) leaves the engine in the configuration it had before the step.
     """
 
-    __slots__ = ("_actions", "_anomalies", "_env", "_events", "_fired", "_machine", "_values", "state",
+    __slots__ = ("_actions", "_anomalies", "_args", "_env", "_events", "_fired", "_machine", "_values", "state",
                  "table")
 
     def __init__(self, table: Table, state: str | None = None,
@@ -134,6 +136,7 @@ class Engine:
         self._anomalies: list[Anomaly] | None = None
         self._env: tuple[Value, ...] = ()
         self._actions: list[str] = []
+        self._args: list[tuple[Value, ...]] = []
         self._fired: list[Row] = []
         if state is not None or values is not None:
             self.restore(state or self.state, values if values is not None else self._values)
@@ -196,6 +199,7 @@ class Engine:
         state = self.state
         index = table.state_index[state]
         actions = self._actions = []
+        args = self._args = []
         fired = self._fired = []
         if table.states[index].final:
             return Outcome(False, state, self.vars, (), "final")
@@ -207,7 +211,7 @@ class Engine:
             if fired_ok:
                 target = table.state_index[self.state]
                 if table.states[target].transient:
-                    target, self._values = settle(table, target, self._values, fired, actions)
+                    target, self._values = settle(table, target, self._values, fired, actions, args)
                     self.state = table.states[target].name
         except BaseException:
             self.state, self._values = state, values
@@ -215,12 +219,13 @@ class Engine:
         finally:
             self._env = ()
         if fired_ok:
-            return Outcome(True, self.state, self.vars, tuple(actions), "fired")
+            return Outcome(True, self.state, self.vars, tuple(actions), "fired", tuple(args))
         unhandled = table.unhandled
+        plain = tuple(() for _ in unhandled.emit)
         if unhandled.policy == "ignore":
-            return Outcome(True, state, self.vars, unhandled.emit, "ignored")
+            return Outcome(True, state, self.vars, unhandled.emit, "ignored", plain)
         self._record(state, event, params)
-        return Outcome(False, state, self.vars, unhandled.emit, "rejected")
+        return Outcome(False, state, self.vars, unhandled.emit, "rejected", plain)
 
     def _record(self, state: str, event: str, params: tuple[Value, ...]) -> None:
         if self._anomalies is None:

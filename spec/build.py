@@ -23,6 +23,7 @@ from agentfsm.spec.model import (
     PROPERTY_KINDS,
     WILDCARD,
     Action,
+    Arg,
     Event,
     Fairness,
     Invariant,
@@ -77,12 +78,13 @@ def compile_document(doc: Document, file: str, overrides: Mapping[str, ex.Value]
     return _Builder(doc, file, dict(overrides or {})).build()
 
 
-def validate_schema(doc: Document) -> None:
+def validate_schema(doc: Document, against: dict[str, Any] | None = None) -> None:
+    """Hold ``doc`` to the table schema (or ``against``, e.g. the system schema)."""
     errors = Collector()
     if not isinstance(doc.data, dict):
         errors.error(doc.mark(()), "a table must be a mapping with 'format: 1', 'machine', 'states', ...")
         errors.raise_if_any()
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = jsonschema.Draft202012Validator(against or schema())
     seen: set[tuple[NodePath, str]] = set()
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: [str(p) for p in e.absolute_path]):
         if error.context:
@@ -376,32 +378,63 @@ class _Builder:
             approval = spec.get("approval", False)
             lifetime = approval.get("lifetime") if isinstance(approval, dict) else None
             result.append(Action(name, effect, idempotent, spec.get("description", ""), approval is not False,
-                                 None if lifetime is None else float(lifetime)))
+                                 None if lifetime is None else float(lifetime),
+                                 self.params(spec.get("params") or {}, ("actions", name, "params"), check_names=False)))
         return tuple(result)
+
+    def params(self, specs: Mapping[str, Any], base: NodePath, check_names: bool = True) -> tuple[Param, ...]:
+        """Declared parameters (of an event or an action): type and range each."""
+        params = []
+        for pname, pspec in specs.items():
+            path: NodePath = base + (pname,)
+            if check_names and pname in RESERVED:
+                self.errors.error(self.doc.key_mark(path), _reserved(pname))
+                self.refused.add(pname)
+            elif check_names and pname in self.symbols:
+                self.errors.error(self.doc.key_mark(path), f"parameter {shown(pname)} of {base[1]} shadows the "
+                                  f"{_KINDS[self.symbols[pname].kind]} of the same name")
+            lo, hi = self.int_range(pspec, path, pspec["type"]) or (0, 0)
+            params.append(Param(pname, pspec["type"], lo, hi))
+        return tuple(params)
 
     def events(self) -> tuple[Event, ...]:
         result = []
         for name, spec in self.data["events"].items():
             spec = spec or {}
-            params = []
-            for pname, pspec in (spec.get("params") or {}).items():
-                path: NodePath = ("events", name, "params", pname)
-                if pname in RESERVED:
-                    self.errors.error(self.doc.key_mark(path), _reserved(pname))
-                    self.refused.add(pname)
-                elif pname in self.symbols:
-                    self.errors.error(self.doc.key_mark(path), f"parameter {shown(pname)} of {name} shadows the "
-                                      f"{_KINDS[self.symbols[pname].kind]} of the same name")
-                lo, hi = self.int_range(pspec, path, pspec["type"]) or (0, 0)
-                params.append(Param(pname, pspec["type"], lo, hi))
-            result.append(Event(name, tuple(params), spec.get("description", "")))
+            params = self.params(spec.get("params") or {}, ("events", name, "params"))
+            result.append(Event(name, params, spec.get("description", "")))
         return tuple(result)
 
-    def check_actions(self, names: list[str], path: NodePath, actions: Mapping[str, Action]) -> tuple[str, ...]:
-        for i, name in enumerate(names):
-            if name not in actions:
+    def check_actions(self, items: list[Any], path: NodePath, actions: Mapping[str, Action],
+                      scope: ex.Scope | None = None) -> tuple[tuple[str, ...], tuple[tuple[Arg, ...], ...]]:
+        """The names of an emit list and, per entry, its compiled args (``scope`` None: no row to read)."""
+        names: list[str] = []
+        all_args: list[tuple[Arg, ...]] = []
+        for i, item in enumerate(items):
+            name = item if isinstance(item, str) else item["action"]
+            given: dict[str, Any] = {} if isinstance(item, str) else dict(item.get("args") or {})
+            names.append(name)
+            action = actions.get(name)
+            if action is None:
                 self.errors.error(self.doc.mark(path + (i,)), f"unknown action {shown(name)}")
-        return tuple(names)
+                continue
+            args = []
+            for param in action.params:
+                if param.name not in given:
+                    self.errors.error(self.doc.mark(path + (i,)), f"action {shown(name)} needs arg {shown(param.name)}")
+                    continue
+                where: NodePath = path + (i, "args", param.name)
+                if scope is None:
+                    self.errors.error(self.doc.mark(where), "only a row's emit can compute args")
+                    continue
+                parsed = self.expression(given.pop(param.name), where, scope, param.type)
+                if parsed is not None:
+                    args.append(Arg(param.name, parsed[0], parsed[2], ex.compile_expr(parsed[0])))
+            for extra in given:
+                self.errors.error(self.doc.key_mark(path + (i, "args", extra)),
+                                  f"action {shown(name)} has no parameter {shown(extra)}")
+            all_args.append(tuple(args))
+        return tuple(names), tuple(all_args)
 
     def rows(self, states: tuple[State, ...], events: Mapping[str, Event],
              actions: Mapping[str, Action], nvars: int) -> tuple[Row, ...]:
@@ -458,12 +491,13 @@ class _Builder:
                 ok = False
                 continue
             updates.append(Update(var, symbol.slot, parsed[0], parsed[2], ex.compile_expr(parsed[0])))
-        emit = self.check_actions(spec.get("emit", []), path + ("emit",), actions)
+        emit, emit_args = self.check_actions(spec.get("emit", []), path + ("emit",), actions, scope)
         if not ok:
             return None
         return Row(i + 1, self.doc.mark(path), source, event_name, target, guard, guard_text,
                    tuple(updates), emit, spec.get("description", ""),
-                   ex.compile_expr(guard) if guard is not None else None)
+                   ex.compile_expr(guard) if guard is not None else None,
+                   emit_args if any(emit_args) else ())
 
     def row_structure(self, path: NodePath, source: str, event: str | None, states: tuple[State, ...]) -> None:
         if source == WILDCARD:
@@ -493,7 +527,7 @@ class _Builder:
         if spec is None:
             return Unhandled()
         policy: Literal["reject", "ignore"] = spec["policy"]
-        return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions))
+        return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions)[0])
 
     def invariants(self, events: Mapping[str, Event]) -> tuple[Invariant, ...]:
         result = []

@@ -106,6 +106,17 @@ class Action:
     description: str = ""
     approval: bool = False                  # asks the user; pending until the next accepted event
     approval_lifetime: float | None = None  # seconds an approval stays valid (None: no limit)
+    params: tuple[Param, ...] = ()          # values each emit of it carries (format 1 actions have none)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One parameter of an emitted action, computed from the emitting row's environment."""
+
+    param: str
+    expr: Expr
+    text: str
+    fn: Callable[[Env], Any] = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,8 @@ class Row:
     emit: tuple[str, ...]
     description: str
     guard_fn: Callable[[Env], Any] | None = field(repr=False)
+    # Per entry of ``emit``, its args in the action's declared parameter order.
+    emit_args: tuple[tuple[Arg, ...], ...] = field(default=(), repr=False)
 
     @property
     def wildcard(self) -> bool:

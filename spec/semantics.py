@@ -28,6 +28,7 @@ class StepResult:
     actions: tuple[str, ...]
     rows: tuple[Row, ...]
     status: Status
+    args: tuple[tuple[Value, ...], ...] = ()  # per action, its parameter values (empty: none declared)
 
 
 class SemanticError(Exception):
@@ -60,8 +61,24 @@ def apply_row(table: Table, row: Row, env: tuple[Value, ...]) -> tuple[Value, ..
     return tuple(values)
 
 
+def emitted_args(table: Table, row: Row, env: tuple[Value, ...]) -> list[tuple[Value, ...]]:
+    """The parameter values of each action ``row`` emits, read from the environment before its set."""
+    if not row.emit_args:
+        return [() for _ in row.emit]
+    result = []
+    for name, args in zip(row.emit, row.emit_args, strict=True):
+        values = tuple(arg.fn(env) for arg in args)
+        for param, value in zip(table.action_index[name].params, values, strict=True):
+            if not param.admits(value):
+                raise SemanticError("bounds", f"row {row.index} emits {name} with {param.name} = {value}, "
+                                    f"outside its range {param.lo}..{param.hi}", [row])
+        result.append(values)
+    return result
+
+
 def settle(table: Table, state: int, values: tuple[Value, ...],
-           fired: list[Row], actions: list[str]) -> tuple[int, tuple[Value, ...]]:
+           fired: list[Row], actions: list[str],
+           args: list[tuple[Value, ...]] | None = None) -> tuple[int, tuple[Value, ...]]:
     """Follow eventless rows out of transient states until a stable state is reached."""
     seen: set[tuple[int, tuple[Value, ...]]] = set()
     while table.states[state].transient:
@@ -82,6 +99,8 @@ def settle(table: Table, state: int, values: tuple[Value, ...],
         values = apply_row(table, row, env)
         fired.append(row)
         actions.extend(row.emit)
+        if args is not None:
+            args.extend(emitted_args(table, row, env))
         state = table.state_index[row.target]
     return state, values
 
@@ -94,9 +113,10 @@ def step(table: Table, state: int, values: tuple[Value, ...], event: str,
     env = (state, *values, *params)
     enabled = enabled_rows(table.candidates(state, event), env)
     if not enabled:
+        plain = tuple(() for _ in table.unhandled.emit)
         if table.unhandled.policy == "ignore":
-            return StepResult(True, state, values, table.unhandled.emit, (), "ignored")
-        return StepResult(False, state, values, table.unhandled.emit, (), "rejected")
+            return StepResult(True, state, values, table.unhandled.emit, (), "ignored", plain)
+        return StepResult(False, state, values, table.unhandled.emit, (), "rejected", plain)
     if len(enabled) > 1:
         rows = ", ".join(str(r.index) for r in enabled)
         raise SemanticError("determinism", f"rows {rows} are all enabled for {event} in "
@@ -104,6 +124,7 @@ def step(table: Table, state: int, values: tuple[Value, ...], event: str,
     row = enabled[0]
     fired = [row]
     actions = list(row.emit)
+    args = emitted_args(table, row, env)
     target = table.state_index[row.target]
-    target, new_values = settle(table, target, apply_row(table, row, env), fired, actions)
-    return StepResult(True, target, new_values, tuple(actions), tuple(fired), "fired")
+    target, new_values = settle(table, target, apply_row(table, row, env), fired, actions, args)
+    return StepResult(True, target, new_values, tuple(actions), tuple(fired), "fired", tuple(args))

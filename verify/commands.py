@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, TableError, load_table
+from agentfsm.spec.system_load import is_system_file
 from agentfsm.verify.checks import KINDS, Verdict, run_checks
 from agentfsm.verify.explore import ExplorationLimit, explore
 from agentfsm.verify.junit import junit_xml
@@ -17,6 +18,16 @@ from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
 from agentfsm.verify.replay import violations
 from agentfsm.verify.report import Unverified, json_report, junit_suites, text_report
+from agentfsm.verify.system_commands import (
+    first_trace,
+    load_systems,
+    run_replay_system,
+    split_systems,
+    trace_json_text,
+    verdict_json,
+    verify_system,
+)
+from agentfsm.verify.system_commands import text_report as system_text_report
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
 
 from agentfsm.cliutil import (
@@ -37,7 +48,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "run the checks (determinism, bounds, invariants, deadlock, transient, unreachable-state, "
                     "dead-row, always-reachable, no-cycle-within) and print shortest counterexamples. "
                     "Exit 0 when every check holds, 1 when one fails, 2 on bad input.")
-    parser.add_argument("tables", nargs="+", metavar="TABLE")
+    parser.add_argument("tables", nargs="+", metavar="TABLE", help="a table or a system file")
     add_set_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
@@ -51,6 +62,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--max-configurations", type=_positive, metavar="N",
                         help="stop (exit 2) once more than N configurations are found, saying how far it got")
     parser.add_argument("--verbose", action="store_true", help="list every unhandled (state, event) pair")
+    parser.add_argument("--no-symmetry", dest="symmetry", action="store_false",
+                        help="systems: explore every permutation of identical instances (no symmetry reduction)")
     parser.set_defaults(func=run_verify)
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
@@ -122,10 +135,12 @@ def limit_message(table: Table, stop: ExplorationLimit) -> str:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    table_paths, system_paths = split_systems(args.tables)
+    systems = load_systems(system_paths)
     values = parse_overrides(args.overrides)
     results: list[Verdict | Unverified] = []
     seconds: list[float] = []
-    for path in args.tables:
+    for path in table_paths:
         start = time.perf_counter()
         try:
             table = load_table(path, values)
@@ -147,16 +162,32 @@ def run_verify(args: argparse.Namespace) -> int:
         seconds.append(elapsed)
         if not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
+    system_verdicts = []
+    for system in systems:
+        system_verdict = verify_system(system, args.symmetry)
+        system_verdicts.append(system_verdict)
+        if not args.json:
+            print("\n".join(system_text_report(system_verdict)), flush=True)
     if args.json:
-        print(json.dumps(json_report(results), indent=2))
+        report = json_report(results)
+        if system_verdicts:
+            report["systems"] = [verdict_json(v) for v in system_verdicts]
+            report["ok"] = report["ok"] and all(v.ok for v in system_verdicts)
+        print(json.dumps(report, indent=2))
     if args.junit:
         _write(args.junit, junit_xml("verify", junit_suites(results, seconds)))
     verdicts = [r for r in results if isinstance(r, Verdict)]
     if args.trace_out:
-        _write_traces(args, verdicts)
+        system_failing = first_trace(system_verdicts)
+        table_failing = any(not c.ok and c.trace is not None for v in verdicts for c in v.checks)
+        if system_failing is not None and not table_failing and not Path(args.trace_out).is_dir():
+            _write(args.trace_out, trace_json_text(*system_failing))
+        else:
+            _write_traces(args, verdicts)
     if any(isinstance(r, Unverified) for r in results):
         return EXIT_BAD_INPUT
-    return EXIT_OK if all(v.ok for v in verdicts) else EXIT_FAILED
+    ok = all(v.ok for v in verdicts) and all(v.ok for v in system_verdicts)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _write_traces(args: argparse.Namespace, verdicts: list[Verdict]) -> None:
@@ -202,6 +233,8 @@ def _write(path: str, data: bytes) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if is_system_file(args.table):
+        return run_replay_system(args.table, args.trace)
     [table] = load_tables([args.table], args.overrides)
     try:
         text = Path(args.trace).read_text(encoding="utf-8")

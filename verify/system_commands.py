@@ -1,0 +1,122 @@
+"""What ``check``, ``verify``, ``replay`` and ``export`` do with a system file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfsm.spec.errors import TableError
+from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_model import System
+from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
+from agentfsm.verify.system_explore import explore_system
+from agentfsm.verify.system_trace import (
+    SystemTrace,
+    SystemTraceError,
+    format_steps,
+    load_system_trace,
+    replay,
+)
+
+from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
+
+
+def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(table paths, system paths): a system file has a top-level ``system:`` key."""
+    tables: list[str] = []
+    systems: list[str] = []
+    for path in paths:
+        (systems if is_system_file(path) else tables).append(path)
+    return tables, systems
+
+
+def load_systems(paths: Sequence[str]) -> list[System]:
+    """Load every system, printing all diagnostics; raise SystemExit(2) if any failed."""
+    systems: list[System] = []
+    failed = False
+    for path in paths:
+        try:
+            systems.append(load_system(path))
+        except TableError as exc:
+            failed = True
+            for diagnostic in exc.diagnostics:
+                print(diagnostic, file=sys.stderr)
+    if failed:
+        raise SystemExit(EXIT_BAD_INPUT)
+    return systems
+
+
+def verify_system(system: System, symmetry: bool = True) -> SysVerdict:
+    return run_system_checks(explore_system(system, symmetry))
+
+
+def text_report(verdict: SysVerdict) -> list[str]:
+    ex, system = verdict.exploration, verdict.system
+    rate = f", {len(ex.configs) / ex.seconds:,.0f}/s" if ex.seconds > 0.05 else ""
+    symmetric = "symmetry reduction on" if ex.symmetry else "symmetry reduction off"
+    lines = [f"{system.file}: system {system.name}: {len(ex.configs):,} configurations, {len(ex.edges_src):,} "
+             f"steps ({ex.seconds:.2f}s{rate}; {symmetric})"]
+    for check in verdict.checks:
+        title = f"{check.kind} {check.name}" if check.name else check.kind
+        lines.append(f"  {'ok  ' if check.ok else 'FAIL'} {title}: {check.message}")
+        if check.trace is not None:
+            lines.append("       counterexample:")
+            lines.extend("     " + line for line in format_steps(system, replay(system, check.trace.steps),
+                                                                  check.trace.loop_start))
+    failed = sum(not c.ok for c in verdict.checks)
+    lines.append("  all checks hold" if not failed else f"  {failed} check(s) FAILED")
+    return lines
+
+
+def check_json(system: System, check: SysCheck) -> dict[str, Any]:
+    return {"kind": check.kind, "name": check.name, "ok": check.ok, "message": check.message,
+            "counterexample": check.trace.to_json(system) if check.trace is not None else None}
+
+
+def verdict_json(verdict: SysVerdict) -> dict[str, Any]:
+    ex = verdict.exploration
+    return {"file": verdict.system.file, "system": verdict.system.name, "configurations": len(ex.configs),
+            "steps": len(ex.edges_src), "symmetry": ex.symmetry,
+            "checks": [check_json(verdict.system, c) for c in verdict.checks]}
+
+
+def first_trace(verdicts: Sequence[SysVerdict]) -> tuple[System, SystemTrace] | None:
+    for verdict in verdicts:
+        for check in verdict.checks:
+            if not check.ok and check.trace is not None:
+                return verdict.system, check.trace
+    return None
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read {path}: {exc}") from None
+
+
+def load_trace_file(system: System, path: str) -> SystemTrace:
+    try:
+        return load_system_trace(system, read_text(path))
+    except SystemTraceError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+
+
+def run_replay_system(system_path: str, trace_path: str) -> int:
+    [system] = load_systems([system_path])
+    trace = load_trace_file(system, trace_path)
+    title = f"{trace.kind} {trace.check}" if trace.check else (trace.kind or "trace")
+    try:
+        steps = replay(system, trace.steps)
+    except SystemTraceError as exc:
+        raise BadInput(f"{trace_path}: {exc}") from None
+    print(f"{system.name}: replaying {title} ({len(trace.steps)} steps)")
+    print("\n".join(format_steps(system, steps, trace.loop_start)))
+    return 0
+
+
+def trace_json_text(system: System, trace: SystemTrace) -> bytes:
+    return (json.dumps(trace.to_json(system), indent=2) + "\n").encode()

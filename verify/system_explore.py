@@ -1,0 +1,335 @@
+"""Exploration of a system: every interleaving of instance steps, breadth-first.
+
+A system configuration is ``(insts, mailboxes, stalled, spent)``: per instance its
+(state, vars), per instance its FIFO mailbox of (event, params) messages, per instance
+whether it is stalled, and per declared fault how many were spent. A system step is one
+of: an environment event delivered to one instance, an instance taking the message at
+the head of its mailbox, or a fault (crash, lose, duplicate, stall; and waking a stalled
+instance, which is free). Each instance step is ``agentfsm.spec.semantics.step`` itself,
+atomic; the actions it emits are routed by the links, in emission order, to the target
+mailboxes.
+
+Identical instances (a ``count`` group nothing tells apart) are interchangeable: with
+symmetry on, the explorer stores one representative per permutation, the configuration
+with the group's members sorted. Breadth-first order with parents gives shortest
+counterexamples; a trace is turned back into concrete steps by re-finding, from the
+concrete configuration, the successor whose representative is the next one on the path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from agentfsm.spec.expr import Value
+from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.spec.system_model import System
+
+InstConf = tuple[int, tuple[Value, ...]]
+Message = tuple[str, tuple[Value, ...]]
+Config = tuple[tuple[InstConf, ...], tuple[tuple[Message, ...], ...], tuple[bool, ...], tuple[int, ...]]
+# (kind, instance, event, params, chosen targets of 'any' links)
+Label = tuple[str, int, str, tuple[Value, ...], tuple[int, ...]]
+
+FAULT_STEPS = ("crash", "lose", "duplicate", "stall")
+
+
+@dataclass(frozen=True)
+class Sent:
+    source: int
+    action: str
+    target: int
+    event: str
+    params: tuple[Value, ...]
+    dropped: bool = False        # the target's mailbox was full
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something a step did that a check reports: ``kind`` is the check's name."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one system step did, for traces and message sequence charts."""
+
+    before: InstConf | None
+    after: InstConf | None
+    actions: tuple[str, ...] = ()
+    sent: tuple[Sent, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    status: str = ""
+
+
+Successor = tuple[Label, Config, Effect]
+
+
+def initial_config(system: System) -> Config:
+    insts = tuple((inst.table.initial.index, inst.table.initial_vars()) for inst in system.instances)
+    n = len(system.instances)
+    return insts, tuple(() for _ in range(n)), (False,) * n, (0,) * len(system.faults)
+
+
+Route = tuple[tuple[str, str, tuple[Value, ...], bool], tuple[int, ...]]
+
+
+class Stepper:
+    """The successor function of one system, with instance steps and their routing memoised."""
+
+    def __init__(self, system: System) -> None:
+        self.system = system
+        self.cache: dict[tuple[int, int, tuple[Value, ...], str, tuple[Value, ...]],
+                         tuple[StepResult, tuple[Route, ...]] | SemanticError] = {}
+
+    def instance_step(self, i: int, conf: InstConf, event: str,
+                      params: tuple[Value, ...]) -> tuple[StepResult, tuple[Route, ...]]:
+        """The table's own step (``agentfsm.spec.semantics.step``) and where its messages may go."""
+        key = (i, conf[0], conf[1], event, params)
+        cached = self.cache.get(key)
+        if cached is None:
+            try:
+                result = step(self.system.instances[i].table, conf[0], conf[1], event, params)
+                cached = result, self.routes(i, result)
+            except SemanticError as exc:
+                cached = exc
+            self.cache[key] = cached
+        if isinstance(cached, SemanticError):
+            raise cached
+        return cached
+
+    def successors(self, config: Config) -> Iterator[Successor]:
+        """Every system step from ``config`` that changes it, with what it did."""
+        insts, mailboxes, stalled, spent = config
+        system = self.system
+        for env in system.environment:
+            if env.guard is not None and not env.guard(config):
+                continue
+            for i in env.instances:
+                if stalled[i]:
+                    continue
+                for params in env.choices:
+                    yield from self.deliver(config, ("env", i, env.event, params, ()), mailboxes)
+        for i, box in enumerate(mailboxes):
+            if box and not stalled[i]:
+                event, params = box[0]
+                rest = (*mailboxes[:i], box[1:], *mailboxes[i + 1:])
+                yield from self.deliver(config, ("deliver", i, event, params, ()), rest)
+        for f, fault in enumerate(system.faults):
+            if spent[f] >= fault.max:
+                continue
+            used = (*spent[:f], spent[f] + 1, *spent[f + 1:])
+            for i in sorted(fault.instances):
+                result = self.fault(config, fault.kind, i, used)
+                if result is not None:
+                    yield result
+        for i, flag in enumerate(stalled):
+            if flag:
+                after = (*stalled[:i], False, *stalled[i + 1:])
+                yield ("wake", i, "", (), ()), (insts, mailboxes, after, spent), Effect(insts[i], insts[i])
+
+    def deliver(self, config: Config, label: Label,
+                mailboxes: tuple[tuple[Message, ...], ...]) -> Iterator[Successor]:
+        insts, _, stalled, spent = config
+        kind, i, event, params, _ = label
+        conf = insts[i]
+        try:
+            result, routes = self.instance_step(i, conf, event, params)
+        except SemanticError as exc:
+            name = self.system.instances[i].name
+            yield label, config, Effect(conf, None, findings=(Finding(exc.kind, f"{name}: {exc.message}"),))
+            return
+        status = result.status
+        if kind == "env" and status == "rejected" and not result.actions:
+            return  # the environment offered an event the instance does not take: no step
+        findings: tuple[Finding, ...] = ()
+        if kind == "deliver" and status == "rejected" and not self.system.rejectable(i, event):
+            inst = self.system.instances[i]
+            findings = (Finding("unhandled-message", f"{inst.name} rejects {event}{_params(params)} in "
+                                                     f"{inst.table.states[conf[0]].name}"),)
+        after: InstConf = (result.state, result.vars)
+        new_insts = (*insts[:i], after, *insts[i + 1:]) if after != conf else insts
+        if not routes:
+            new = (new_insts, mailboxes, stalled, spent)
+            if new != config or findings:
+                yield label, new, Effect(conf, after, result.actions, (), findings, status)
+            return
+        for choice in itertools.product(*(targets for _, targets in routes)):
+            boxes = list(mailboxes)
+            sent: list[Sent] = []
+            chosen: list[int] = []
+            note = list(findings)
+            for (message, _), target in zip(routes, choice, strict=True):
+                action, link_event, link_params, is_any = message
+                if is_any:
+                    chosen.append(target)
+                capacity = self.system.instances[target].capacity
+                full = len(boxes[target]) >= capacity
+                if full:
+                    note.append(Finding("mailbox-overflow", f"{self.system.instances[target].name}'s mailbox "
+                                        f"(capacity {capacity}) is full: {link_event}{_params(link_params)} "
+                                        f"from {self.system.instances[i].name} is dropped"))
+                else:
+                    boxes[target] = (*boxes[target], (link_event, link_params))
+                sent.append(Sent(i, action, target, link_event, link_params, full))
+            new = (new_insts, tuple(boxes), stalled, spent)
+            if new == config and not note:
+                continue  # a stutter (an ignored event that changed nothing)
+            yield (kind, i, event, params, tuple(chosen)), new, Effect(conf, after, result.actions, tuple(sent),
+                                                                       tuple(note), status)
+
+    def routes(self, i: int, result: StepResult) -> tuple[Route, ...]:
+        """Per linked message of the step, in emission order: (message, its possible targets)."""
+        routes: list[Route] = []
+        inst = self.system.instances[i]
+        args_of = result.args or tuple(() for _ in result.actions)
+        for action, args in zip(result.actions, args_of, strict=True):
+            for link in self.system.links_by_source.get((i, action), ()):
+                params = tuple(inst.member if k < 0 else args[k] for k in link.params)
+                message = (action, link.event, params, link.mode == "any")
+                if link.mode in ("one", "any"):
+                    routes.append((message, link.targets))
+                elif link.mode == "all":
+                    routes.extend((message, (t,)) for t in link.targets)
+                else:
+                    number = args[link.route_arg]
+                    if isinstance(number, int) and 0 <= number < len(link.targets):
+                        routes.append((message, (link.targets[int(number)],)))
+        return tuple(routes)
+
+    def fault(self, config: Config, kind: str, i: int, used: tuple[int, ...]) -> Successor | None:
+        insts, mailboxes, stalled, _ = config
+        inst = self.system.instances[i]
+        box = mailboxes[i]
+        label: Label = (kind, i, "", (), ())
+        if kind == "crash":
+            table = inst.table
+            state = insts[i][0] if inst.durable_state else table.initial.index
+            init = table.initial_vars()
+            values = tuple(v if k in inst.durable_vars else init[k] for k, v in enumerate(insts[i][1]))
+            after: InstConf = (state, values)
+            new_insts = (*insts[:i], after, *insts[i + 1:])
+            boxes = (*mailboxes[:i], (), *mailboxes[i + 1:])
+            flags = (*stalled[:i], False, *stalled[i + 1:])
+            return label, (new_insts, boxes, flags, used), Effect(insts[i], after, status="crashed")
+        if kind == "lose" and box:
+            boxes = (*mailboxes[:i], box[1:], *mailboxes[i + 1:])
+            return (kind, i, box[0][0], box[0][1], ()), (insts, boxes, stalled, used), Effect(insts[i], insts[i])
+        if kind == "duplicate" and box and len(box) < inst.capacity:
+            boxes = (*mailboxes[:i], (box[0], *box), *mailboxes[i + 1:])
+            return (kind, i, box[0][0], box[0][1], ()), (insts, boxes, stalled, used), Effect(insts[i], insts[i])
+        if kind == "stall" and not stalled[i] and not inst.table.states[insts[i][0]].final:
+            flags = (*stalled[:i], True, *stalled[i + 1:])
+            return label, (insts, mailboxes, flags, used), Effect(insts[i], insts[i])
+        return None
+
+
+def _params(params: tuple[Value, ...]) -> str:
+    if not params:
+        return ""
+    return "(" + ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in params) + ")"
+
+
+def symmetry_ranges(system: System) -> list[tuple[int, int]]:
+    """The index ranges of the groups whose members are interchangeable."""
+    return [(g.members[0], g.members[-1] + 1) for g in system.groups.values()
+            if g.counted and g.symmetric and len(g.members) > 1]
+
+
+def canonicalizer(system: System, symmetry: bool) -> Callable[[Config], Config]:
+    ranges = symmetry_ranges(system) if symmetry else []
+    if not ranges:
+        return lambda config: config
+
+    def canonical(config: Config) -> Config:
+        insts, boxes, stalled, spent = config
+        li, lb, ls = list(insts), list(boxes), list(stalled)
+        for lo, hi in ranges:
+            members = sorted(zip(insts[lo:hi], boxes[lo:hi], stalled[lo:hi], strict=True))
+            for k, (conf, box, flag) in enumerate(members):
+                li[lo + k], lb[lo + k], ls[lo + k] = conf, box, flag
+        return tuple(li), tuple(lb), tuple(ls), spent
+    return canonical
+
+
+@dataclass
+class SystemExploration:
+    """The reachable system graph (representatives under symmetry) and what its steps did."""
+
+    system: System
+    symmetry: bool
+    configs: list[Config]
+    parent: list[int]
+    edges_src: list[int] = field(default_factory=list)
+    edges_dst: list[int] = field(default_factory=list)
+    edges_label: list[Label] = field(default_factory=list)
+    out_degree: list[int] = field(default_factory=list)
+    # First occurrence of each finding kind (per invariant name): (configuration, its step) in BFS order.
+    step_findings: dict[str, tuple[int, Label, Finding]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def path_to(self, node: int) -> list[int]:
+        path = [node]
+        while self.parent[path[-1]] >= 0:
+            path.append(self.parent[path[-1]])
+        return path[::-1]
+
+
+def explore_system(system: System, symmetry: bool = True, limit: int | None = None) -> SystemExploration:
+    """Breadth-first exploration from the initial configuration; ``limit`` stops early (tests)."""
+    import time
+    start = time.perf_counter()
+    stepper = Stepper(system)
+    canonical = canonicalizer(system, symmetry)
+    first = canonical(initial_config(system))
+    index: dict[Config, int] = {first: 0}
+    ex = SystemExploration(system, symmetry, [first], [-1])
+    head = 0
+    while head < len(ex.configs):
+        config = ex.configs[head]
+        degree = 0
+        for label, nxt, effect in stepper.successors(config):
+            for finding in effect.findings:
+                ex.step_findings.setdefault(finding.kind, (head, label, finding))
+            if nxt is config:
+                continue  # a step that failed (semantic error): no successor
+            target = canonical(nxt)
+            node = index.get(target)
+            if node is None:
+                node = index[target] = len(ex.configs)
+                ex.configs.append(target)
+                ex.parent.append(head)
+            ex.edges_src.append(head)
+            ex.edges_dst.append(node)
+            ex.edges_label.append(label)
+            degree += 1
+        ex.out_degree.append(degree)
+        head += 1
+        if limit is not None and len(ex.configs) > limit:
+            raise ExplorationLimit(f"more than {limit} system configurations")
+    ex.seconds = time.perf_counter() - start
+    return ex
+
+
+class ExplorationLimit(Exception):
+    """The system has more configurations than the caller allowed."""
+
+
+def concrete_path(system: System, symmetry: bool, targets: list[Config]) -> list[tuple[Label, Config, Effect]]:
+    """Concrete steps from the initial configuration through representatives ``targets[1:]``."""
+    stepper = Stepper(system)
+    canonical = canonicalizer(system, symmetry)
+    config = initial_config(system)
+    steps: list[tuple[Label, Config, Effect]] = []
+    for target in targets[1:]:
+        for label, nxt, effect in stepper.successors(config):
+            if nxt is not config and canonical(nxt) == target:
+                steps.append((label, nxt, effect))
+                config = nxt
+                break
+        else:
+            raise AssertionError("no concrete step reaches the next representative")
+    return steps
