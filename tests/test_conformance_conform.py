@@ -179,3 +179,14 @@ def test_the_command_line_end_to_end(tmp_path: Path) -> None:
                            " ".join(semantics_adapter("--fault", "retry-bound"))], capture_output=True, text=True)
     assert done.returncode == 1
     assert "shortest failing vector:\nloom-agent/row-06" in done.stdout
+
+
+def test_no_vars_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # The adapter reports vars and keeps a counter wrong: --no-vars ignores what it reports,
+    # so only the distinguishing suffixes can catch the fault (the rows set cannot).
+    adapter = " ".join(semantics_adapter("--fault", "retry-kept"))
+    rows = ["conform", str(LOOM), "--adapter", adapter, "--sets", "rows,events"]
+    assert main(rows) == 1
+    assert main([*rows, "--no-vars"]) == 0
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "suffixes", "--no-vars"]) == 1
+    capsys.readouterr()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table
@@ -11,7 +15,7 @@ from agentfsm.verify.conform import Runner, format_report
 from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session, Unsupported, split_command
 from agentfsm.verify.vectorfile import Vector
 from agentfsm.verify.vectors import generate
-from conformance_helpers import broken_adapter, semantics_adapter
+from conformance_helpers import LOOM, broken_adapter, semantics_adapter
 
 TIMEOUT = 0.5
 
@@ -170,3 +174,41 @@ def test_the_harness_is_not_fooled_by_a_shell_metacharacter(tmp_path: object) ->
     # Without --shell, ';' is an argument, not a command separator.
     argv = split_command(f"{sys.executable} -c 'import sys; print(sys.argv[1:])' ; touch /tmp/x")
     assert argv[3:] == [";", "touch", "/tmp/x"]
+
+
+def test_a_sigterm_to_conform_ends_the_adapters_process_group(tmp_path: Path) -> None:
+    # conform runs an adapter that hangs with a child holding its stdout; a real SIGTERM
+    # to conform must take the adapter and its child with it.
+    agentfsm = str(Path(sys.executable).parent / "agentfsm")
+    adapter = " ".join(broken_adapter("hang-child"))
+    proc = subprocess.Popen([agentfsm, "conform", str(LOOM), "--adapter", adapter, "--timeout", "60",
+                             "--sets", "rows"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        child, adapter_pid = _wait_for_hang_child(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert gone(adapter_pid) and gone(child)
+
+
+def _wait_for_hang_child(conform: int) -> tuple[int, int]:
+    """The pids of the hanging adapter conform started and of the child it spawned."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for adapter in _children(conform):
+            for child in _children(adapter):
+                return child, adapter
+        time.sleep(0.1)
+    raise AssertionError("the adapter never spawned its child")
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found.extend(int(c) for c in (task / "children").read_text().split())
+    return found

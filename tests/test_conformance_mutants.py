@@ -157,3 +157,28 @@ def test_no_mutant_of_any_bundled_table_survives_hidden_vars(path: Path) -> None
     table = load_table(path)
     summary = mutation.summary(mutation.run_mutants(table, generate(table)[1], with_vars=False), with_vars=False)
     assert summary["survived"] == 0, summary["survivors"]
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_every_other_order_of_a_rows_actions_is_a_killed_mutant(path: Path) -> None:
+    # Every row that emits two or more actions gets each other order of them as a mutant,
+    # and the vectors kill each one, with vars and without.
+    table = load_table(path)
+    source = mutation.table_source(table)
+    vectors = generate(table)[1]
+    several = [row for row in table.rows if len(row.emit) > 1]
+    made = [m for m in mutation.mutants(table, source.data) if "actions in another order" in m.name]
+    expected = sum(len(set(itertools.permutations(row.emit))) - 1 for row in several)
+    assert len(made) == expected
+    assert {m.name.split(":")[0] for m in made} == {f"row {row.index}" for row in several}
+    for mutant in made:
+        for with_vars in (True, False):
+            verdict = mutation.judge(table, source, mutant, vectors, mutation.reference, with_vars)
+            assert verdict.verdict == "killed", (mutant.name, with_vars, verdict)
+
+
+def test_reorderings_are_distinct_and_leave_out_the_original() -> None:
+    assert mutation.reorderings(["A", "B"]) == [("B", "A")]
+    assert len(mutation.reorderings(["A", "B", "C"])) == 5
+    assert mutation.reorderings(["A", "A"]) == []
+    assert len(mutation.reorderings([str(i) for i in range(6)])) == 24

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table
+from agentfsm.verify.conform import Runner
 from agentfsm.verify.harness import ProcessTransport
 from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM, ROOT
@@ -69,6 +70,15 @@ def test_the_typescript_loom_agent_conforms(adapter: Path, loom: Table, capsys: 
     code, out = conform(adapter, capsys)
     assert code == 0, out
     assert f"{count} vectors: {count} passed, 0 failed, 0 not implemented" in out
+
+
+def test_the_typescript_adapter_refuses_every_invalid_request(adapter: Path, loom: Table) -> None:
+    # Unknown events, missing, extra, ill-typed and out-of-range parameters: {"ok": false},
+    # and the next valid event answered from the configuration as it was.
+    assert NODE is not None
+    invalid = generate(loom, sets=["invalid"])[1]
+    report = Runner(loom, lambda: ProcessTransport([NODE, str(adapter)], 10.0)).run(invalid)
+    assert report.ok and report.count("pass") == len(invalid) > 20, [r.message for r in report.results]
 
 
 def test_a_missing_state_in_the_switch_does_not_compile(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -63,13 +63,20 @@ class VectorResult:
 
 @dataclass
 class Report:
+    """The results; after an early stop, ``unlisted`` more vectors were not run (nor made, when made lazily)."""
+
     machine: str
     results: list[VectorResult]
     seconds: float
     stopped: str = ""
+    unlisted: int = 0
 
     def count(self, status: Status) -> int:
-        return sum(1 for r in self.results if r.status == status)
+        return sum(1 for r in self.results if r.status == status) + (self.unlisted if status == "not-run" else 0)
+
+    @property
+    def total(self) -> int:
+        return len(self.results) + self.unlisted
 
     @property
     def ok(self) -> bool:
@@ -139,12 +146,13 @@ class Runner:
         failures, stopped, held = 0, "", None
         pending = iter(vectors)
         inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
-        queued = 0
+        queued, sent, unlisted = 0, 0, 0
         try:
             while True:
                 while held is None and queued < WINDOW and (vector := next(pending, None)) is not None:
                     inflight.append((vector, self._send(vector)))
                     queued += len(vector.steps) + 1
+                    sent += 1
                 if not inflight:
                     break
                 vector, failure = inflight.popleft()
@@ -166,13 +174,18 @@ class Runner:
                     stopped = ("stopped at the first failure" if max_failures == 1
                                else f"stopped after {failures} vectors did not pass")
                     results.extend(VectorResult(v, "not-run") for v, _ in inflight)
-                    results.extend(VectorResult(v, "not-run") for v in pending)
+                    if isinstance(vectors, list):
+                        results.extend(VectorResult(v, "not-run") for v in pending)
+                    elif isinstance(vectors, Sized):
+                        unlisted = len(vectors) - sent
+                    else:
+                        unlisted = sum(1 for _ in pending)
                     break
             if not stopped and results and self.session is not None:
                 self._check_quiet(results[-1])
         finally:
             self.close()
-        return Report(self.table.machine, results, time.monotonic() - start, stopped)
+        return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
 
     def first_failure(self, vectors: Iterable[Vector]) -> VectorResult | None:
         """The first vector that does not pass, or None; cheaper than ``run`` for a verdict alone."""
@@ -380,7 +393,7 @@ def format_report(report: Report, listed: int = 20) -> str:
         lines.append("")
     if report.stopped:
         lines.append(f"{report.stopped}; {not_run} vectors not run")
-    summary = (f"conform {report.machine}: {len(report.results)} vectors: {passed} passed, {failed} failed, "
+    summary = (f"conform {report.machine}: {report.total} vectors: {passed} passed, {failed} failed, "
                f"{unimpl} not implemented")
     if not_run:
         summary += f", {not_run} not run"

@@ -33,6 +33,7 @@ class ExtraStates:
     u: Universe
     k: int
     steps: dict[tuple[int, int], Step] = field(default_factory=dict)
+    orders: dict[int, list[int]] = field(default_factory=dict)
 
     def _ends(self, c: int, front: int) -> int:
         """Vectors whose front sequence ends at ``c`` after ``front`` events: one per identification sequence."""
@@ -68,36 +69,52 @@ class ExtraStates:
             found = self.steps[(c, j)] = Step(name, self.table.event(name).param_dict(params), expect)
         return found
 
+    def _accepted_first(self, c: int) -> list[int]:
+        """The labels with a successor from ``c``, those it accepts first (each group in table order)."""
+        found = self.orders.get(c)
+        if found is None:
+            valid = [j for j, n in enumerate(self.u.successors[c]) if n >= 0]
+            found = self.orders[c] = sorted(valid, key=lambda j: not self._accepts(c, j))
+        return found
+
+    def _accepts(self, c: int, j: int) -> bool:
+        expect = self._step(c, j).expect
+        return isinstance(expect, Expect) and expect.accepted
+
     def vectors(self, first: int, pad: int) -> Iterator[Vector]:
-        """Pair, then 1..K events in front, then each identification sequence of where they lead."""
+        """Pair, then 1..K events in front, then each identification sequence of where they lead.
+
+        The order only matters for a run that stops early (``--max-failures``): the pairs
+        whose event is accepted come first, then the rejected ones, and in front the
+        accepted events before the rejected ones, so faults in what the table does show
+        before faults in what it refuses.
+        """
         table, u, labels = self.table, self.u, self.u.labels
         number = first
-        for i in range(self.ex.count):
-            config = self.ex.config(i)
-            prefix = tuple(s for s, _ in expected_run(table, self.ex.path(i)))
-            at = u.index[config]
+        ats = [u.index[self.ex.config(i)] for i in range(self.ex.count)]
+        pairs = [(i, j) for i in range(self.ex.count) for j in self._accepted_first(ats[i])]
+        pairs.sort(key=lambda pair: not self._accepts(ats[pair[0]], pair[1]))
+        prefixes: dict[int, tuple[Step, ...]] = {}
+        for i, j in pairs:
+            config, at, label = self.ex.config(i), ats[i], labels[j]
+            if i not in prefixes:
+                prefixes[i] = tuple(s for s, _ in expected_run(table, self.ex.path(i)))
             where = describe_config(table, *config)
-            for j, label in enumerate(labels):
-                target = u.successors[at][j]
-                if target < 0:
-                    continue
-                head = (*prefix, self._step(at, j))
-                stack: list[tuple[int, tuple[Step, ...], tuple[int, ...]]] = [(target, head, ())]
-                while stack:
-                    c, steps, front = stack.pop()
-                    if front:
-                        tag = (f"suffix:{where}/{describe_label(table, label)}+"
-                               + ",".join(describe_label(table, labels[x]) for x in front))
-                        suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
-                        for k, suffix in enumerate(suffixes, start=1):
-                            yield Vector(f"{table.machine}/suffix-{number:0{pad}d}", table.machine,
-                                         (f"{tag}#{k}",), steps + self._run(c, suffix))
-                            number += 1
-                    if len(front) < self.k:
-                        for x in reversed(range(len(labels))):
-                            n = u.successors[c][x]
-                            if n >= 0:
-                                stack.append((n, (*steps, self._step(c, x)), (*front, x)))
+            head = (*prefixes[i], self._step(at, j))
+            stack: list[tuple[int, tuple[Step, ...], tuple[int, ...]]] = [(u.successors[at][j], head, ())]
+            while stack:
+                c, steps, front = stack.pop()
+                if front:
+                    tag = (f"suffix:{where}/{describe_label(table, label)}+"
+                           + ",".join(describe_label(table, labels[x]) for x in front))
+                    suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
+                    for k, suffix in enumerate(suffixes, start=1):
+                        yield Vector(f"{table.machine}/suffix-{number:0{pad}d}", table.machine,
+                                     (f"{tag}#{k}",), steps + self._run(c, suffix))
+                        number += 1
+                if len(front) < self.k:
+                    for x in reversed(self._accepted_first(c)):
+                        stack.append((u.successors[c][x], (*steps, self._step(c, x)), (*front, x)))
 
     def _run(self, c: int, suffix: tuple[int, ...]) -> tuple[Step, ...]:
         out = []
