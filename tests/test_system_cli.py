@@ -75,3 +75,16 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
     assert main(["diagram", RACE, "--trace", str(trace), "-o", str(svg)]) == 0
     assert svg.read_bytes().count(b"marker-end") == 8  # 2 inputs and 6 messages
     assert main(["diagram", RACE, "--trace", str(trace), "--format", "dot"]) == 2
+
+
+def test_export_promela_of_a_system(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--promela", RACE]) == 0
+    model = capsys.readouterr().out
+    assert "chan mb2 = [2] of { byte, int, int };" in model and "active proctype P2()" in model
+    assert "never { do :: assert(INVARIANTS) od }" in model
+    anyone = tmp_path / "any.yaml"
+    anyone.write_text(Path(LOOM).read_text().replace('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute')
+                      .replace("table: ../", f"table: {ROOT}/spec/").replace("table: tables/",
+                                                                             f"table: {ROOT}/spec/systems/tables/"))
+    assert main(["export", "--promela", str(anyone)]) == 2
+    assert "links to group[any] are not exported" in capsys.readouterr().err
