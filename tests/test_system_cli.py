@@ -80,7 +80,7 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
 def test_export_promela_of_a_system(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "--promela", RACE]) == 0
     model = capsys.readouterr().out
-    assert "chan mb2 = [2] of { byte, int, int };" in model and "active proctype P2()" in model
+    assert "chan mb2 = [2] of { byte, int };" in model and "active proctype P2()" in model
     assert "never { do :: assert(INVARIANTS) od }" in model
     anyone = tmp_path / "any.yaml"
     anyone.write_text(Path(LOOM).read_text().replace('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute')
