@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from html import escape
 
 from agentfsm.spec.system_model import System
-from agentfsm.verify.system_explore import Config, Effect, Label
+from agentfsm.spec.system_trace import Label
+from agentfsm.verify.system_explore import Config, Effect
 from agentfsm.verify.system_trace import label_text
 
 ENV = "environment"
