@@ -12,9 +12,12 @@ from agentfsm.diagrams.explored import ConfigGraph, TooLarge, config_graph
 from agentfsm.diagrams.model import Diagram, build
 from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, picture
 from agentfsm.diagrams.overlay import OverlayError, coverage_overlay, trace_overlay
-from agentfsm.diagrams.render import RenderError
+from agentfsm.diagrams.render import RenderError, run_dot, svg
+from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure_dot, structure_mermaid
 from agentfsm.spec.model import Table
 from agentfsm.verify.explore import explore
+from agentfsm.verify.system_commands import load_systems, load_trace_file, split_systems
+from agentfsm.verify.system_trace import SystemTraceError, replay
 
 from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
 
@@ -26,7 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "states are decision points, wildcard rows start from one 'any state' box, and rows "
                     "between the same two states share one edge. Overlays draw a verifier trace or a "
                     "coverage run over the table; --explored draws the configuration graph instead.")
-    parser.add_argument("tables", nargs="+", metavar="TABLE")
+    parser.add_argument("tables", nargs="+", metavar="TABLE",
+                        help="tables, or one system file (its instances and links; with --trace a sequence chart)")
     parser.add_argument("--format", choices=FORMATS, help="output format (default: from -o's suffix, else svg)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--out-dir", metavar="DIR",
@@ -42,6 +46,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_diagram(args: argparse.Namespace) -> int:
+    table_paths, system_paths = split_systems(args.tables)
+    if system_paths:
+        if table_paths or len(system_paths) != 1 or args.out_dir:
+            raise BadInput("a system file is drawn alone (no --out-dir, no tables beside it)")
+        return _draw_system(args, system_paths[0])
     tables = load_tables(args.tables, args.overrides)
     try:
         if args.out_dir:
@@ -56,6 +65,42 @@ def run_diagram(args: argparse.Namespace) -> int:
         _write(Path(args.output), data)
     elif fmt == "png" and sys.stdout.isatty():
         raise BadInput("PNG is binary: give -o FILE or redirect standard output")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def _draw_system(args: argparse.Namespace, path: str) -> int:
+    """A system: its instances and links, or with --trace its counterexample as a sequence chart."""
+    [system] = load_systems([path])
+    if args.coverage or args.explored:
+        raise BadInput("a system takes --trace (a sequence chart) or nothing (its instances and links)")
+    fmt = _format(args)
+    try:
+        if args.trace:
+            trace = load_trace_file(system, args.trace)
+            try:
+                steps = replay(system, trace.steps)
+            except SystemTraceError as exc:
+                raise BadInput(f"{args.trace}: {exc}") from None
+            title = f"{system.name}: {trace.kind} {trace.check or ''}".strip()
+            if fmt == "mermaid":
+                data = sequence_mermaid(system, steps, title).encode()
+            elif fmt == "svg":
+                data = sequence_svg(system, steps, title)
+            else:
+                raise BadInput("a sequence chart is drawn as svg or mermaid")
+        elif fmt == "mermaid":
+            data = structure_mermaid(system).encode()
+        elif fmt == "dot":
+            data = structure_dot(system).encode()
+        else:
+            data = svg(structure_dot(system), system.name) if fmt == "svg" else run_dot(structure_dot(system), fmt)
+    except RenderError as exc:
+        raise BadInput(str(exc)) from None
+    if args.output:
+        _write(Path(args.output), data)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

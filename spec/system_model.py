@@ -7,7 +7,7 @@ runtime read this model, never the YAML. Instances are numbered in file order, a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,6 +17,8 @@ from agentfsm.spec.model import Table
 from agentfsm.spec.system_expr import SysFn
 
 FaultKind = Literal["crash", "lose", "duplicate", "stall"]
+# A linked message of a step: (action, event, params, goes to any one of its targets), its possible targets.
+Route = tuple[tuple[str, str, tuple[Value, ...], bool], tuple[int, ...]]
 FAULT_KINDS: tuple[FaultKind, ...] = ("crash", "lose", "duplicate", "stall")
 
 
@@ -122,6 +124,24 @@ class System:
     def rejectable(self, target: int, event: str) -> bool:
         """Whether a link declared that ``target`` may reject ``event`` (a race its table tolerates)."""
         return any(link.rejectable and link.event == event and target in link.targets for link in self.links)
+
+    def routes(self, i: int, actions: Sequence[str], args: Sequence[tuple[Value, ...]]) -> tuple[Route, ...]:
+        """Per linked message of instance ``i``'s step, in emission order: (message, its possible targets)."""
+        result: list[Route] = []
+        member = self.instances[i].member
+        for action, values in zip(actions, args or tuple(() for _ in actions), strict=True):
+            for link in self.links_by_source.get((i, action), ()):
+                params = tuple(member if k < 0 else values[k] for k in link.params)
+                message = (action, link.event, params, link.mode == "any")
+                if link.mode in ("one", "any"):
+                    result.append((message, link.targets))
+                elif link.mode == "all":
+                    result.extend((message, (t,)) for t in link.targets)
+                else:
+                    number = values[link.route_arg]
+                    if isinstance(number, int) and 0 <= number < len(link.targets):
+                        result.append((message, (link.targets[int(number)],)))
+        return tuple(result)
 
     def instance(self, name: str) -> Instance:
         for inst in self.instances:

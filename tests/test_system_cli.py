@@ -53,3 +53,38 @@ def test_replay_refuses_a_step_that_cannot_happen(tmp_path: Path, capsys: pytest
     trace.write_text(json.dumps({"steps": [{"step": "env", "instance": "nobody"}]}))
     assert main(["replay", RACE, str(trace)]) == 2
     assert "step 1: unknown instance 'nobody'" in capsys.readouterr().err
+
+
+def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram", LOOM, "--format", "mermaid"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart LR") and 'agent -->|"ExecuteTools → Execute"| call' in out
+    assert 'call["call ×2<br/>loom-tool"]' in out
+    picture = tmp_path / "loom.svg"
+    assert main(["diagram", LOOM, "-o", str(picture)]) == 0
+    assert b"<svg" in picture.read_bytes() and b"ExecuteTools" in picture.read_bytes()
+    trace = tmp_path / "race.json"
+    assert main(["verify", RACE, "--trace-out", str(trace)]) == 1
+    capsys.readouterr()
+    assert main(["diagram", RACE, "--trace", str(trace), "--format", "mermaid"]) == 0
+    chart = capsys.readouterr().out.splitlines()
+    assert chart[:2] == ["sequenceDiagram", "    title counter-race: invariant no-lost-update"]
+    assert "    inc_0-)counter: Write(1)" in chart and chart[-1] == "    Note over counter: takes Write(1)"
+    svg = tmp_path / "race.svg"
+    assert main(["diagram", RACE, "--trace", str(trace), "-o", str(svg)]) == 0
+    assert svg.read_bytes().count(b"marker-end") == 8  # 2 inputs and 6 messages
+    assert main(["diagram", RACE, "--trace", str(trace), "--format", "dot"]) == 2
+
+
+def test_export_promela_of_a_system(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--promela", RACE]) == 0
+    model = capsys.readouterr().out
+    assert "chan mb2 = [2] of { byte, int };" in model and "active proctype P2()" in model
+    assert "never { do :: assert(INVARIANTS) od }" in model
+    anyone = tmp_path / "any.yaml"
+    anyone.write_text(Path(LOOM).read_text().replace('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute')
+                      .replace("table: ../", f"table: {ROOT}/spec/").replace("table: tables/",
+                                                                             f"table: {ROOT}/spec/systems/tables/"))
+    assert main(["export", "--promela", str(anyone)]) == 2
+    assert "links to group[any] are not exported" in capsys.readouterr().err

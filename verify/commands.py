@@ -28,6 +28,7 @@ from agentfsm.verify.system_commands import (
     verify_system,
 )
 from agentfsm.verify.system_commands import text_report as system_text_report
+from agentfsm.verify.system_promela import ExportError, export_system_promela
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
 
 from agentfsm.cliutil import (
@@ -256,6 +257,13 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if is_system_file(args.table):
+        [system] = load_systems([args.table])
+        try:
+            sys.stdout.write(export_system_promela(system))
+        except ExportError as exc:
+            raise BadInput(f"{args.table}: {exc}") from None
+        return EXIT_OK
     [table] = load_tables([args.table], args.overrides)
     try:
         sys.stdout.write(export_promela(table))

@@ -37,7 +37,7 @@ class PromelaLimit(ValueError):
     """The table does not fit one of Promela's or Spin's limits (the message names it)."""
 
 
-def _lit(value: Value) -> str:
+def _lit(value: Value | str) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
@@ -45,8 +45,9 @@ def _state(table: Table, index: int) -> str:
     return f"S_{table.states[index].name}"
 
 
-def expr_to_promela(table: Table, expr: Expr, params: Mapping[str, Value]) -> str:
-    """Promela text of an expression, event parameters replaced by the given values."""
+def expr_to_promela(table: Table, expr: Expr, params: Mapping[str, Value | str]) -> str:
+    """Promela text of an expression, event parameters replaced by the given values (or names of
+    variables that hold them)."""
     if isinstance(expr, Lit):
         return _lit(expr.value)
     if isinstance(expr, Ref):
@@ -64,7 +65,7 @@ def expr_to_promela(table: Table, expr: Expr, params: Mapping[str, Value]) -> st
     return f"({expr_to_promela(table, expr.left, params)} {op} {expr_to_promela(table, expr.right, params)})"
 
 
-def _effect(table: Table, row: Row, params: Mapping[str, Value]) -> list[str]:
+def _effect(table: Table, row: Row, params: Mapping[str, Value | str]) -> list[str]:
     """Statements applying ``row``: simultaneous updates, range assertions, the new state."""
     out = [f"t_{u.var} = {expr_to_promela(table, u.expr, params)}" for u in row.updates]
     out += [f"v_{u.var} = t_{u.var}" for u in row.updates]

@@ -56,12 +56,18 @@ def run_spin(table: Table, workdir: Path, depth: int = 10_000_000, timeout: floa
     """Exhaustive safety search, without partial-order reduction (``-DNOREDUCE``) unless
     ``reduce``; the depth bound must exceed the longest path, which for a counter is the
     counter's range."""
+    return run_spin_model(export_promela(table), workdir, depth, timeout, reduce)
+
+
+def run_spin_model(model: str, workdir: Path, depth: int = 10_000_000, timeout: float = 600,
+                   reduce: bool = False, pan_flags: tuple[str, ...] = ()) -> SpinRun:
+    """Generate, compile and search a Promela ``model`` (a table's or a system's export)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "model.pml").write_text(export_promela(table), encoding="utf-8")
+    (workdir / "model.pml").write_text(model, encoding="utf-8")
     _, generate = _run(["spin", "-a", "model.pml"], workdir, timeout)
     flags = ["-DSAFETY", "-DMEMLIM=16000"] + ([] if reduce else ["-DNOREDUCE"])
     _, compile_s = _run(["gcc", "-O2", *flags, "-o", "pan", "pan.c"], workdir, timeout)
-    out, search = _run(["./pan", f"-m{depth}", "-w24"], workdir, timeout, check=False)
+    out, search = _run(["./pan", f"-m{depth}", "-w24", *pan_flags], workdir, timeout, check=False)
     states = re.search(r"(\d+) states, stored", out)
     errors = re.search(r"errors: (\d+)", out)
     if states is None or errors is None:

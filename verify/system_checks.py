@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from agentfsm.spec.system_model import SysProperty, System
+from agentfsm.spec.system_trace import Label
 from agentfsm.verify.system_explore import (
     Config,
-    Label,
     Stepper,
     SystemExploration,
     canonicalizer,

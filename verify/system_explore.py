@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
-from agentfsm.spec.system_model import System
+from agentfsm.spec.system_model import Route, System
+from agentfsm.spec.system_trace import Label
 
 InstConf = tuple[int, tuple[Value, ...]]
 Message = tuple[str, tuple[Value, ...]]
 Config = tuple[tuple[InstConf, ...], tuple[tuple[Message, ...], ...], tuple[bool, ...], tuple[int, ...]]
-# (kind, instance, event, params, chosen targets of 'any' links)
-Label = tuple[str, int, str, tuple[Value, ...], tuple[int, ...]]
 
 FAULT_STEPS = ("crash", "lose", "duplicate", "stall")
 
@@ -74,9 +73,6 @@ def initial_config(system: System) -> Config:
     return insts, tuple(() for _ in range(n)), (False,) * n, (0,) * len(system.faults)
 
 
-Route = tuple[tuple[str, str, tuple[Value, ...], bool], tuple[int, ...]]
-
-
 class Stepper:
     """The successor function of one system, with instance steps and their routing memoised."""
 
@@ -93,7 +89,7 @@ class Stepper:
         if cached is None:
             try:
                 result = step(self.system.instances[i].table, conf[0], conf[1], event, params)
-                cached = result, self.routes(i, result)
+                cached = result, self.system.routes(i, result.actions, result.args)
             except SemanticError as exc:
                 cached = exc
             self.cache[key] = cached
@@ -180,25 +176,6 @@ class Stepper:
                 continue  # a stutter (an ignored event that changed nothing)
             yield (kind, i, event, params, tuple(chosen)), new, Effect(conf, after, result.actions, tuple(sent),
                                                                        tuple(note), status)
-
-    def routes(self, i: int, result: StepResult) -> tuple[Route, ...]:
-        """Per linked message of the step, in emission order: (message, its possible targets)."""
-        routes: list[Route] = []
-        inst = self.system.instances[i]
-        args_of = result.args or tuple(() for _ in result.actions)
-        for action, args in zip(result.actions, args_of, strict=True):
-            for link in self.system.links_by_source.get((i, action), ()):
-                params = tuple(inst.member if k < 0 else args[k] for k in link.params)
-                message = (action, link.event, params, link.mode == "any")
-                if link.mode in ("one", "any"):
-                    routes.append((message, link.targets))
-                elif link.mode == "all":
-                    routes.extend((message, (t,)) for t in link.targets)
-                else:
-                    number = args[link.route_arg]
-                    if isinstance(number, int) and 0 <= number < len(link.targets):
-                        routes.append((message, (link.targets[int(number)],)))
-        return tuple(routes)
 
     def fault(self, config: Config, kind: str, i: int, used: tuple[int, ...]) -> Successor | None:
         insts, mailboxes, stalled, _ = config
