@@ -6,6 +6,14 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table, load_table
+from hypothesis import settings
+
+# make test is derandomised: the same examples every run, so a planted bug the oracle tests
+# catch is caught on every run and a red run reproduces. make test-slow adds a run on fresh
+# seeds (--hypothesis-profile=fresh).
+settings.register_profile("derandomised", derandomize=True, print_blob=True)
+settings.register_profile("fresh", derandomize=False, print_blob=True)
+settings.load_profile("derandomised")
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"
