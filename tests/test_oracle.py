@@ -49,6 +49,21 @@ def table_and_events(draw: st.DrawFn) -> tuple[Table, NaiveTable, list[Label]]:
     return table, oracle, labels(draw, oracle)
 
 
+@st.composite
+def swapping_tables(draw: st.DrawFn) -> dict[str, Any]:
+    """Random tables plus two counters that rows swap and copy within one ``set``: where
+    sequential assignment and simultaneous assignment part."""
+    data = draw(table_data())
+    data["variables"].update({y: {"type": "int", "min": 0, "max": 3, "init": draw(st.integers(0, 3))}
+                              for y in ("y0", "y1")})
+    patterns = [None, {"y0": "y1", "y1": "y0"}, {"y0": "3", "y1": "y0"}, {"y1": "0"}]
+    for row in data["transitions"]:
+        extra = draw(st.sampled_from(patterns))
+        if extra is not None:
+            row["set"] = {**row.get("set", {}), **extra}
+    return data
+
+
 def engine_agrees(table: Table, oracle: NaiveTable, events: list[Label], engine: Engine | None = None) -> None:
     """Every step: status, acceptance, state, variables, the actions in order, the rows fired."""
     if engine is None:
@@ -79,6 +94,14 @@ def test_engine_follows_the_naive_interpreter(case: tuple[Table, NaiveTable, lis
     engine_agrees(*case)
 
 
+@settings(max_examples=EXAMPLES // 2, deadline=None)
+@given(data=swapping_tables(), choice=st.data())
+def test_engine_assigns_simultaneously_as_the_naive_interpreter_does(data: dict[str, Any],
+                                                                      choice: st.DataObject) -> None:
+    table, oracle = pair(data)
+    engine_agrees(table, oracle, choice.draw(st.lists(st.sampled_from(oracle.labels()), max_size=30)))
+
+
 @functools.cache
 def bundled(path: Path) -> tuple[Table, NaiveTable, Engine]:
     table = load_table(path)
@@ -98,7 +121,7 @@ def as_dict(table: Table, config: tuple[int, tuple[Any, ...]]) -> tuple[str, Var
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(data=table_data())
+@given(data=st.one_of(table_data(), swapping_tables()))
 def test_explorer_and_its_checks_follow_the_naive_interpreter(data: dict[str, Any]) -> None:
     """The reachable set, every edge, error, fire and unhandled count, and the step-error
     checks: the shortest counterexample of each kind and the count of distinct others."""
