@@ -10,10 +10,17 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
-# System tools: Graphviz's dot renders diagrams; spin cross-checks the verifier.
+# System tools: Graphviz's dot renders diagrams; spin cross-checks the verifier; node and npm
+# run the independent implementations (the TypeScript conformance example, Mermaid's parser).
+# In CI (CI=true or AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the
+# tests that need it would fail there rather than skip.
+in_ci() { [ "${CI:-}" = true ] || [ "${AGENTFSM_CI:-}" = 1 ]; }
+ci_fail() { if in_ci; then exit 1; fi; }
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 # PostgreSQL's server: the store for several workers; its tests start a private cluster.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -21,9 +28,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]} from the system's packages"
     (apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1) || {
       apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1
-    } || echo "setup: could not install ${missing[*]}; install them by hand" >&2
+    } || { echo "setup: could not install ${missing[*]}; install them by hand" >&2; ci_fail; }
   else
     echo "setup: please install ${missing[*]} (not root, so not installing them)" >&2
+    ci_fail
   fi
 fi
 # npm packages, pinned by each directory's package-lock.json; installed again only when
@@ -36,7 +44,7 @@ npm_ci() {  # DIR WHAT-FAILS
 }
 if command -v npm >/dev/null 2>&1; then
   # Mermaid's own parser checks the generated Mermaid diagrams.
-  npm_ci tests/mermaid "the Mermaid grammar test" || true
+  npm_ci tests/mermaid "the Mermaid grammar test" || ci_fail
   # The TypeScript Loom agent of the conformance example: compiled to dist/ when a source
   # is newer than the build.
   example=examples/conformance
@@ -44,9 +52,11 @@ if command -v npm >/dev/null 2>&1; then
     if [ ! -e "$example/dist/adapter.js" ] \
       || [ -n "$(find "$example" -maxdepth 1 \( -name '*.ts' -o -name '*.json' \) -newer "$example/dist/adapter.js")" ]; then
       (cd "$example" && npm run build --silent) \
-        || echo "setup: npm run build in $example failed; the TypeScript conformance test will fail" >&2
+        || { echo "setup: npm run build in $example failed; the TypeScript conformance test will fail" >&2
+             ci_fail; }
     fi
   fi
 else
   echo "setup: npm not found; the Mermaid grammar and TypeScript conformance tests will be skipped" >&2
+  ci_fail
 fi

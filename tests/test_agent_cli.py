@@ -12,6 +12,7 @@ import pytest
 from agentfsm.impl.agents.prompts import ScriptedAnswer, ScriptedVerdict
 from agentfsm.impl.script import AgentScript, ScriptError, parse_script
 from conftest import ROOT, run_cli
+from naive_semantics import NaiveTable, read_yaml
 
 EXAMPLES = ROOT / "examples"
 
@@ -71,7 +72,17 @@ def test_tool_call_demo(capsys: pytest.CaptureFixture[str], workdir: Path) -> No
 def test_event_script_demos_still_run(capsys: pytest.CaptureFixture[str], demo: str) -> None:
     table = demo.removesuffix("-demo.yaml")
     code, lines, err = run_json(capsys, str(ROOT / "spec" / f"{table}.yaml"), "--script", str(EXAMPLES / demo))
-    assert code == 0, err and steps(lines)
+    assert code == 0, err
+    script = [(e, {}) if isinstance(e, str) else next(iter(e.items())) for e in read_yaml(EXAMPLES / demo)["events"]]
+    ran = steps(lines)
+    assert [(s["event"], s["params"] or {}) for s in ran] == [(e, p or {}) for e, p in script]
+    oracle = NaiveTable.from_file(ROOT / "spec" / f"{table}.yaml")
+    state, current = oracle.initial()
+    for s in ran:
+        want = oracle.step(state, current, s["event"], tuple(s["params"][n] for n, _ in oracle.events[s["event"]]))
+        assert (s["state"], s["accepted"], s["actions"], s["vars"]) == (
+            want.state, want.accepted, want.actions, want.vars), s
+        state, current = want.state, want.vars
 
 
 def test_a_setting_the_agent_does_not_take_is_bad_input(capsys: pytest.CaptureFixture[str],

@@ -14,7 +14,7 @@ from agentfsm.verify.conform import Report, Runner, format_report, format_trace,
 from agentfsm.verify.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.vectorfile import Vector, read_vectors
 from agentfsm.verify.vectors import generate
-from conformance_helpers import LOOM, ROOT, SemanticsHandler, semantics_adapter
+from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
 
 from agentfsm.cli import main
 
@@ -103,14 +103,14 @@ def test_reported_vars_are_compared_one_by_one(loom: Table, vectors: list[Vector
         reply["vars"] = {**reply.get("vars", {}), "budget": 1}
         return reply
 
-    base = SemanticsHandler(loom)
+    base = OracleHandler(loom)
     assert Runner(loom, lambda: FunctionTransport(partial)).run(vectors).ok
     report = Runner(loom, lambda: FunctionTransport(unknown)).run(vectors[:1])
     assert "reports 'budget', which the table does not declare" in report.results[0].message
 
 
 def test_a_bool_is_not_an_int(loom: Table, vectors: list[Vector]) -> None:
-    base = SemanticsHandler(loom)
+    base = OracleHandler(loom)
 
     def numeric(request: dict[str, Any]) -> dict[str, Any]:
         reply = base(request)
@@ -141,7 +141,7 @@ def test_junit_and_coverage_files(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_coverage_counts_rows_in_agreed_steps(loom: Table, vectors: list[Vector]) -> None:
-    report = Runner(loom, lambda: FunctionTransport(SemanticsHandler(loom))).run(vectors)
+    report = Runner(loom, lambda: FunctionTransport(OracleHandler(loom))).run(vectors)
     counts = row_coverage(loom, report.results)
     assert all(counts[str(row.index)] > 0 for row in loom.rows)
 

@@ -22,7 +22,7 @@ from agentfsm.verify.vectorfile import (
     write_vectors,
 )
 from agentfsm.verify.vectors import generate
-from conformance_helpers import LOOM, SemanticsHandler
+from conformance_helpers import LOOM, OracleHandler
 from conftest import run_cli
 
 # The installed command (``python -m`` from the repository root would import the bare folder).
@@ -59,7 +59,7 @@ def test_the_python_reference_adapter_refuses_every_invalid_request(invalid: lis
 
 def test_an_adapter_that_accepts_bad_requests_fails_them(invalid: list[Vector], loom: Table) -> None:
     # Lenient: unknown parameters are dropped, a missing one defaults, out-of-range values clamp.
-    handler = SemanticsHandler(loom)
+    handler = OracleHandler(loom)
 
     def lenient(request: dict[str, Any]) -> dict[str, Any]:
         if request["op"] == "event" and request["event"] in loom.event_index:
@@ -82,7 +82,7 @@ def test_an_adapter_that_accepts_bad_requests_fails_them(invalid: list[Vector], 
 
 def test_applying_the_bad_request_shows_in_the_next_step(loom: Table, invalid: list[Vector]) -> None:
     # An adapter that answers {"ok": false} but still applies the event with a default value.
-    inner = SemanticsHandler(loom)
+    inner = OracleHandler(loom)
 
     def refuses_too_late(request: dict[str, Any]) -> dict[str, Any]:
         if request["op"] == "event" and request["event"] == "LlmCompleted" \

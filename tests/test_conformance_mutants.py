@@ -12,8 +12,9 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Binary, Lit, Ref, to_source
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify.conform import Runner
+from agentfsm.verify.harness import FunctionTransport
 from agentfsm.verify.vectors import generate
-from conformance_helpers import LOOM
+from conformance_helpers import LOOM, OracleHandler
 from conftest import TABLES
 
 from agentfsm.cli import main
@@ -140,6 +141,15 @@ def test_the_reference_adapter_passes_every_bundled_tables_vectors(path: Path) -
     table = load_table(path)
     vectors = generate(table)[1]
     report = Runner(table, lambda: mutation.reference(table, {})).run(vectors)
+    assert report.ok and report.count("pass") == len(vectors)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_the_naive_interpreter_passes_every_bundled_tables_vectors(path: Path) -> None:
+    """The vectors (from the reference semantics) against an implementation sharing no code with it."""
+    table = load_table(path)
+    vectors = generate(table)[1]
+    report = Runner(table, lambda: FunctionTransport(OracleHandler(table))).run(vectors)
     assert report.ok and report.count("pass") == len(vectors)
 
 

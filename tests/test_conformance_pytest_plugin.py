@@ -10,12 +10,12 @@ from agentfsm.spec import Table
 from agentfsm.verify.pytest_plugin import assert_conforms, conformance_vectors
 from agentfsm.verify.vectorfile import Vector
 from agentfsm.verify.vectors import generate
-from conformance_helpers import LOOM, ROOT, SemanticsHandler
+from conformance_helpers import LOOM, ROOT, OracleHandler
 
 
 @conformance_vectors(LOOM, sets=["rows", "row-pairs"])
 def test_an_in_process_implementation(table: Table, vector: Vector) -> None:
-    assert_conforms(table, vector, SemanticsHandler(table))
+    assert_conforms(table, vector, OracleHandler(table))
 
 
 EXAMPLE_ADAPTER = ROOT / "examples" / "conformance" / "dist" / "adapter.js"
@@ -29,7 +29,7 @@ def test_an_adapter_process(table: Table, vector: Vector) -> None:
 
 
 def test_a_failure_shows_the_trace(loom: Table) -> None:
-    base = SemanticsHandler(loom)
+    base = OracleHandler(loom)
 
     def wrong(request: dict[str, Any]) -> dict[str, Any]:
         reply = base(request)

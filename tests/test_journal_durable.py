@@ -104,6 +104,24 @@ def test_a_status_query_resolves_an_unknown_effect(loom: Table) -> None:
     assert ledger.executions()["r/5/0"] == 1 and not again.decisions()
 
 
+def test_a_status_query_saying_not_run_makes_recovery_run_the_effect(loom: Table) -> None:
+    """Started, then a crash before the tool ran: a non-idempotent effect whose tool answers
+    "not-run" is run by recovery (without the status query it would be left to the user)."""
+    store, ledger = MemoryStore(), MemoryLedger()
+    run = start(loom, store, ledger, status=True)
+    run.deliver("UserInput", event_id="1")
+    store.arm(4)   # before step, after step, before started, after started: ExecuteTools has not run
+    with pytest.raises(Crash, match="after started"):
+        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
+    store.arm(None)
+    assert "r/5/0" not in ledger.executions()
+    again = reopen(loom, store, ledger, status=True)
+    effect = again.st.effects["r/5/0"]
+    assert (effect.status, effect.via, effect.idempotent) == ("completed", "run", False)
+    assert ledger.executions()["r/5/0"] == 1 and not again.decisions()
+    assert kinds(store)[-3:] == ["unknown", "started", "completed"]
+
+
 def test_an_idempotent_effect_is_retried_with_the_same_key(loom: Table) -> None:
     store, ledger = MemoryStore(), MemoryLedger()
     run = start(loom, store, ledger)

@@ -30,6 +30,64 @@ transitions:
     assert steps(result) == ["inc", "go"]
 
 
+LADDER = """
+variables: {n: {type: int, min: 0, max: 1, init: 0}}
+states: {A: {initial: true}, B: {}, C: {}, D: {}}
+events: {go: {}, x: {}}
+"""
+
+
+def test_several_violations_of_one_kind_report_the_shallowest_and_count_the_others() -> None:
+    """Three distinct overlaps, at depths 3, 2 and 1, listed deepest first in the table."""
+    v = verdict(LADDER + """
+transitions:
+  - {from: C, on: x, to: A}
+  - {from: C, on: x, to: D}
+  - {from: B, on: x, to: A}
+  - {from: B, on: x, to: C}
+  - {from: A, on: x, to: A}
+  - {from: A, on: x, to: B}
+  - {from: A, on: go, to: B}
+  - {from: B, on: go, to: C}
+  - {from: C, on: go, to: D}
+  - {from: D, on: go, to: A}
+""")
+    result = check(v, "determinism")
+    assert steps(result) == ["x"]
+    assert result.message == ("rows 5, 6 are all enabled for x in A (on x in A {n: 0}); "
+                              "2 more distinct violations of this kind")
+
+
+def test_other_violations_are_counted_in_the_plural_and_the_singular() -> None:
+    v = verdict(LADDER + """
+transitions:
+  - {from: B, on: x, to: A, set: {n: n + 2}}
+  - {from: A, on: go, to: B}
+  - {from: B, on: go, to: C}
+  - {from: C, on: go, to: D}
+  - {from: D, on: go, to: A}
+  - {from: C, on: x, to: A, set: {n: n - 1}}
+  - {from: D, on: x, to: A, set: {n: n - 1}}
+""")
+    result = check(v, "bounds")
+    assert steps(result) == ["go", "x"]
+    assert result.message.startswith("row 1 sets n = 2, outside its range 0..1 (on x in B {n: 0})")
+    assert result.message.endswith("; 2 more distinct violations of this kind")
+    v = verdict(LADDER + """
+transitions:
+  - {from: A, on: go, to: B}
+  - {from: B, on: go, to: C}
+  - {from: C, on: go, to: D}
+  - {from: D, on: go, to: A}
+  - {from: D, on: x, to: A, set: {n: n - 1}}
+  - {from: C, on: x, to: A, set: {n: n + 2}}
+""")
+    result = check(v, "bounds")
+    assert steps(result) == ["go", "go", "x"]
+    assert result.message == ("row 6 sets n = 2, outside its range 0..1 (on x in C {n: 0}); "
+                              "1 more distinct violation of this kind")
+
+
 def test_determinism_holds_when_guards_are_disjoint() -> None:
     v = verdict(COUNTER + """
 transitions:

@@ -1,10 +1,12 @@
-"""Four workers over 200 scripted runs on PostgreSQL, SIGKILLed at random and replaced.
+"""Four workers over 200 scripted runs on PostgreSQL, SIGKILLed while they hold a run, and replaced.
 
-Every run must finish exactly once (its job done, each script event journaled as exactly
-one step), with no duplicated effect (each idempotency key in the effect ledger, a file
-outside the store appended with O_APPEND and fsynced, exactly once, and every effect the
-journals hold is there) and no lost update (each run's counter equals its number of
-ticks; sequence numbers run without gaps and every journal verifies).
+Kills land only on workers that hold a run, and every run so interrupted must be reclaimed
+by another worker; the seed is fixed (AGENTFSM_TEST_SEED overrides it). Every run must
+finish exactly once (its job done, each script event journaled as exactly one step), with
+no duplicated effect (each idempotency key in the effect ledger, a file outside the store
+appended with O_APPEND and fsynced, exactly once, and every effect the journals hold is
+there) and no lost update (each run's counter equals its number of ticks; sequence numbers
+run without gaps and every journal verifies).
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 
 
 def worker(url: str, ledger: Path, name: str) -> subprocess.Popen[bytes]:
+    """A worker whose ledger tools (with a status query) linger after acting, so that a kill
+    while it holds a run often lands in the middle of a tool call."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "AGENTFSM_TEST_LEDGER": str(ledger),
+           "AGENTFSM_TEST_TOOL_DELAY": "0.05"}
     with (ledger.parent / f"{name}.log").open("wb") as log:
-        return subprocess.Popen([AGENTFSM, "worker", str(COUNTER), "--store", url, "--ledger", str(ledger),
-                                 "--status-query", "--lease", "1.5", "--poll", "0.05", "--exit-when-idle",
-                                 "--verbose", "--name", name], stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen([AGENTFSM, "worker", str(COUNTER), "--store", url, "--tools", "kill_tools:tools",
+                                 "--lease", "1.5", "--poll", "0.05", "--exit-when-idle",
+                                 "--verbose", "--name", name], stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def log_tail(ledger: Path, name: str) -> str:
@@ -53,25 +59,44 @@ def run_fleet(pg_url: str, tmp_path: Path, runs: int, workers: int, kills: int, 
             submit(store, table, run_id, [("Tick", {})] * n + [("Stop", {})])
         fleet = {f"w{i}": worker(url, ledger, f"w{i}") for i in range(workers)}
         killed, started, deadline = 0, workers, time.monotonic() + 150
+        victims: set[str] = set()   # runs a worker held when it was killed
         while killed < kills and store.pending() and time.monotonic() < deadline:
             time.sleep(rng.uniform(0.1, 0.6))
-            name = rng.choice(sorted(fleet))
+            holding = held(store, fleet)
+            if not holding:
+                continue
+            name = rng.choice(sorted(holding))
             if fleet[name].poll() is None:
                 os.kill(fleet[name].pid, signal.SIGKILL)
                 fleet[name].wait()
                 killed += 1
+                victims |= holding[name]
             del fleet[name]
             fleet[f"w{started}"] = worker(url, ledger, f"w{started}")
             started += 1
+        finish = time.monotonic() + 400   # generous: a worker takes many seconds to start on a loaded machine
         for name, proc in fleet.items():
             try:
-                proc.wait(timeout=max(10.0, deadline - time.monotonic()))
+                proc.wait(timeout=max(10.0, finish - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 pytest.fail(f"worker {name} did not finish (seed {seed}):\n{log_tail(ledger, name)}")
             assert proc.returncode == 0, f"worker {name}:\n{log_tail(ledger, name)}"
+        assert killed == kills, f"seed {seed}: only {killed} of {kills} kills landed on a worker holding a run"
         check(store, ticks, FileLedger(ledger).executions(), seed, killed)
+        jobs = {j.run_id: j for j in store.jobs()}
+        assert all(jobs[r].claims > 1 for r in victims), f"seed {seed}: a killed worker's run was not reclaimed"
         store.close()
+
+
+def held(store: PostgresStore, fleet: dict[str, subprocess.Popen[bytes]]) -> dict[str, set[str]]:
+    """The live workers that hold a run now, with the runs they hold."""
+    holding: dict[str, set[str]] = {}
+    for job in store.jobs():
+        worker = (job.owner or "").split("/")[0]   # a lease's owner is WORKER/THREAD
+        if job.status == "queued" and worker in fleet:
+            holding.setdefault(worker, set()).add(job.run_id)
+    return holding
 
 
 def check(store: PostgresStore, ticks: dict[str, int], executions: Counter[str], seed: int, killed: int) -> None:
@@ -97,12 +122,13 @@ def check(store: PostgresStore, ticks: dict[str, int], executions: Counter[str],
     duplicated = {k: c for k, c in executions.items() if c != 1}
     assert not duplicated, f"seed {seed}: effects ran twice: {duplicated}"
     reclaimed = sum(j.claims > 1 for j in jobs.values())
+    assert unknowns > 0, f"seed {seed}: no kill landed in a tool call, so no effect was left unknown"
     print(f"\n{len(ticks)} runs, {len(journaled)} effects, {killed} workers SIGKILLed, {reclaimed} runs "
           f"reclaimed, {unknowns} unknown effects resolved (seed {seed})")
 
 
 def test_four_workers_200_runs_random_sigkills(pg_url: str, tmp_path: Path) -> None:
-    seed = int(os.environ.get("AGENTFSM_TEST_SEED", random.randrange(1 << 30)))
+    seed = int(os.environ.get("AGENTFSM_TEST_SEED", "19"))
     run_fleet(pg_url, tmp_path, runs=200, workers=4, kills=12, seed=seed)
 
 

@@ -269,7 +269,7 @@ def _suffixes(table: Table, ex: Exploration, out: _Collector) -> tuple[dict[str,
     def check(cover: str, prefix: tuple[Label, ...], target: int) -> None:
         for k, suffix in enumerate(u.identification(target), start=1):
             suffixes.add(suffix)
-            items.append((f"{cover}#{k}", (*prefix, *(ex.labels[j] for j in suffix))))
+            items.append((f"{cover}#{k}", _defined(table, (*prefix, *(ex.labels[j] for j in suffix)))))
 
     initial = u.index[ex.config(0)]
     check(f"suffix:{describe_config(table, *ex.config(0))}", (), initial)
@@ -287,3 +287,15 @@ def _suffixes(table: Table, ex: Exploration, out: _Collector) -> tuple[dict[str,
     return {"items": len(items), "covered": len(items), "suffixes": len(suffixes),
             "longest": max(map(len, suffixes), default=0), "universe": len(u.configs),
             "classes": len(set(u.final))}, u
+
+
+def _defined(table: Table, labels: tuple[Label, ...]) -> tuple[Label, ...]:
+    """The labels up to the first step that breaks the table's rules (an identification
+    sequence may tell configurations apart by such an error, which no vector can expect)."""
+    state, values = table.initial.index, table.initial_vars()
+    for n, label in enumerate(labels):
+        result = _step(table, state, values, label)
+        if result is None:
+            return labels[:n]
+        state, values = result.state, result.vars
+    return labels
