@@ -13,7 +13,7 @@ import math
 from html import escape
 
 import graphviz
-from agentfsm.diagrams.model import ANY, Diagram, Edge, Line, Node
+from agentfsm.diagrams.model import ANY, Diagram, Edge, Line, Node, internal_edges, wrap
 
 FONT = "Helvetica,Arial,sans-serif"
 START = "(start)"
@@ -24,10 +24,11 @@ TRANSIENT_FILL = "#ffffff"
 HIGHLIGHT = "#000000"
 
 
-def to_dot(diagram: Diagram) -> str:
-    """DOT source for ``diagram``; the same diagram always gives the same text."""
+def to_dot(diagram: Diagram, rankdir: str = "TB") -> str:
+    """DOT source for ``diagram``, ranked top to bottom or (``LR``) left to right; the same
+    diagram always gives the same text."""
     graph = graphviz.Digraph(name=diagram.machine)
-    graph.attr("graph", rankdir="TB", fontname=FONT, fontsize="13", labelloc="t", labeljust="l",
+    graph.attr("graph", rankdir=rankdir, fontname=FONT, fontsize="13", labelloc="t", labeljust="l",
                nodesep="0.45", ranksep="0.55", pad="0.2", newrank="true", label=_caption(diagram))
     graph.attr("node", shape="box", style="rounded,filled", fillcolor=FILL, color=INK, fontcolor=INK,
                fontname=FONT, fontsize="12", margin="0.18,0.08", penwidth="1.2")
@@ -49,18 +50,26 @@ def _caption(diagram: Diagram) -> str:
     lines = [f"<b>{escape(diagram.title)}</b>"]
     if diagram.overlay:
         lines += [f'<font point-size="11">{escape(note)}</font>' for note in diagram.overlay.notes]
+    lines += [f'<font point-size="9">{escape(item)}</font>' for item in legend(diagram)]
     return "<" + '<br align="left"/>'.join(lines) + '<br align="left"/>>'
 
 
-def internal_edges(diagram: Diagram) -> dict[str, Edge]:
-    """Self-loops of (non-transient) states, drawn inside their box rather than as loops.
-
-    A small loop with a long label crowds the box and collides with edges arriving on the
-    same side; listed under the state's name (UML's internal transitions; tables have no
-    entry or exit actions, so nothing is lost) the rows read as a list instead.
-    """
-    kinds = {node.id: node.kind for node in diagram.nodes}
-    return {e.source: e for e in diagram.edges if e.source == e.target and kinds[e.source] == "state"}
+def legend(diagram: Diagram) -> list[str]:
+    """How to read this picture: the marks it uses, two or three short lines under the title."""
+    kinds = {node.kind for node in diagram.nodes}
+    marks = ["● points at the initial state", "arrow label: Event [guard] / Action, ... (one line per row)"]
+    if any(line.tail for edge in diagram.edges for line in edge.lines):
+        marks.append("italic: the row's updates")
+    shapes = []
+    if "transient" in kinds:
+        shapes.append("◇ transient state (left at once)")
+    if any(node.final for node in diagram.nodes):
+        shapes.append("double border: final state")
+    if "any" in kinds:
+        shapes.append("dashed: any state (wildcard rows)")
+    if internal_edges(diagram):
+        shapes.append("rows under a state's name: its self-loops")
+    return ["Legend: " + " · ".join(marks), *([" · ".join(shapes)] if shapes else [])]
 
 
 def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None) -> dict[str, str]:
@@ -155,10 +164,12 @@ def _label(diagram: Diagram, edge: Edge, inline: bool = False) -> str:
 
 
 def _line(diagram: Diagram, line: Line, spacer: str) -> str:
-    head = escape(line.head)
-    if line.event:
-        head = f"<b>{escape(line.event)}</b>" + head[len(escape(line.event)):]
-    tail = f'<br align="left"/><font point-size="9"><i>{escape(line.tail)}</i></font>' if line.tail else ""
+    parts = [escape(part) for part in wrap(line.head)] if line.head else [""]
+    if line.event and parts[0].startswith(escape(line.event)):
+        parts[0] = f"<b>{escape(line.event)}</b>" + parts[0][len(escape(line.event)):]
+    head = '<br align="left"/>'.join(parts)
+    tail = ('<br align="left"/><font point-size="9"><i>' + '<br align="left"/>'.join(
+        escape(part) for part in wrap(line.tail)) + "</i></font>") if line.tail else ""
     overlay = diagram.overlay
     badge = ""
     if overlay and overlay.kind == "trace":

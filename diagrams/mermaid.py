@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import re
 
-from agentfsm.diagrams.model import ANY, Diagram, Line, Node
+from agentfsm.diagrams.model import ANY, Diagram, Line, Node, internal_edges, wrap
 
+WRAP = 32  # Mermaid's labels are wider than Graphviz's at the same size
+# More room between states and ranks than Mermaid's default: edge labels sit at the middle of
+# their edge, and at the default spacing the Loom table's labels overlap in a browser.
+SPACING = ["config:", "  state:", "    nodeSpacing: 80", "    rankSpacing: 80"]
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = {"as", "choice", "class", "classdef", "click", "default", "direction", "end", "fork", "hide",
              "join", "left", "note", "of", "over", "right", "scale", "state", "style"}
@@ -38,9 +42,9 @@ def escape(text: str) -> str:
 
 
 def line_text(diagram: Diagram, line: Line) -> str:
-    text = escape(line.head)
+    text = "<br/>".join(escape(part.strip()) for part in wrap(line.head, WRAP))
     if line.tail:
-        text += "<br/>{" + escape(line.tail) + "}"
+        text += "<br/>" + "<br/>".join(escape(part.strip()) for part in wrap("{" + line.tail + "}", WRAP))
     overlay = diagram.overlay
     if overlay and overlay.kind == "trace" and line.mark.steps:
         text = f"({'✗ ' if line.mark.faulty else ''}{', '.join(map(str, line.mark.steps))}) " + text
@@ -53,11 +57,15 @@ def line_text(diagram: Diagram, line: Line) -> str:
 def to_mermaid(diagram: Diagram) -> str:
     """Mermaid source for ``diagram``; the same diagram always gives the same text."""
     ids = state_ids(diagram)
-    out = ["---", f"title: {_title(diagram)}", "---", "stateDiagram-v2"]
+    out = ["---", f"title: {_title(diagram)}", *SPACING, "---", "stateDiagram-v2"]
     for node in diagram.nodes:
         out += _declare(node, ids[node.id])
     out += [f"    [*] --> {ids[n.id]}" for n in diagram.nodes if n.initial]
+    inside = internal_edges(diagram)
     for edge in diagram.edges:
+        if inside.get(edge.source) is edge:  # listed in the state's box, as the Graphviz picture does
+            out += [f"    {ids[edge.source]} : {line_text(diagram, line)}" for line in edge.lines]
+            continue
         label = "<br/>".join(line_text(diagram, line) for line in edge.lines)
         out.append(f"    {ids[edge.source]} --> {ids[edge.target]} : {label}")
     out += [f"    {ids[n.id]} --> [*]" for n in diagram.nodes if n.final]
@@ -65,9 +73,19 @@ def to_mermaid(diagram: Diagram) -> str:
     return "\n".join(out) + "\n"
 
 
+def legend(diagram: Diagram) -> str:
+    """How to read the picture, in one line (Mermaid has no caption but the title)."""
+    marks = ["legend: Event [guard] / Action", "{updates}", "[*] start and end"]
+    if any(node.kind == "transient" for node in diagram.nodes):
+        marks.append("◇ transient state")
+    if internal_edges(diagram):
+        marks.append("rows inside a box stay in that state")
+    return ", ".join(marks)
+
+
 def _title(diagram: Diagram) -> str:
-    notes = diagram.overlay.notes[:1] if diagram.overlay else ()
-    text = " · ".join((diagram.title, *notes))
+    notes = diagram.overlay.notes if diagram.overlay else ()
+    text = " · ".join((diagram.title, *notes, legend(diagram)))
     return '"' + text.replace("\\", "\\\\").replace('"', "'") + '"'
 
 

@@ -9,6 +9,7 @@ format appears in all of them.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -105,6 +106,27 @@ class Diagram:
 
     def node(self, node_id: str) -> Node:
         return next(n for n in self.nodes if n.id == node_id)
+
+
+WRAP = 44
+"""Characters of a row's line before it wraps: a long guard would otherwise widen its whole rank."""
+
+
+def wrap(text: str, width: int = WRAP) -> list[str]:
+    """``text`` in lines of at most ``width`` characters (longer words stay whole), later ones indented."""
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False,
+                         subsequent_indent="    ") or [""]
+
+
+def internal_edges(diagram: Diagram) -> dict[str, Edge]:
+    """Self-loops of (non-transient) states, drawn inside their box rather than as loops.
+
+    A small loop with a long label crowds the box and collides with edges arriving on the
+    same side; listed under the state's name (UML's internal transitions; tables have no
+    entry or exit actions, so nothing is lost) the rows read as a list instead.
+    """
+    kinds = {node.id: node.kind for node in diagram.nodes}
+    return {e.source: e for e in diagram.edges if e.source == e.target and kinds[e.source] == "state"}
 
 
 def compact_update(update: Update) -> str:

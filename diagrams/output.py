@@ -6,7 +6,7 @@ from agentfsm.diagrams.dot import to_dot
 from agentfsm.diagrams.explored import ConfigGraph, explored_dot, explored_mermaid
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import Diagram
-from agentfsm.diagrams.render import run_dot, svg
+from agentfsm.diagrams.render import run_dot, svg, svg_size
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
@@ -20,12 +20,22 @@ def picture(diagram: Diagram | ConfigGraph, fmt: str) -> bytes:
     elif fmt == "mermaid":
         return to_mermaid(diagram).encode()
     else:
-        source = to_dot(diagram)
+        source = dot_source(diagram)
     if fmt == "dot":
         return source.encode()
     if fmt == "svg":
         return svg(source, diagram.machine)
     return run_dot(source, fmt)
+
+
+def dot_source(diagram: Diagram) -> str:
+    """The DOT source of the narrower of the two layouts, top to bottom or left to right.
+
+    At a page's width a narrower picture is drawn larger: the Loom table reads best top to
+    bottom, the vibework table (edges from every state into two sinks) left to right.
+    """
+    sources = [to_dot(diagram, rankdir) for rankdir in ("TB", "LR")]
+    return min(sources, key=lambda source: svg_size(run_dot(source, "svg"))[0])
 
 
 def committed_pictures(diagram: Diagram) -> dict[str, bytes]:

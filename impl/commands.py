@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from agentfsm.impl.adapter import serve
 from agentfsm.impl.agents.play import PLAYERS, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
+from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
@@ -37,6 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
                           "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
+    run.add_argument("--llm-timeout", type=float, default=60.0, metavar="SECONDS",
+                     help="with --openai: give up on a request when the server sends nothing for this long "
+                          "(default 60); the table's retries then apply")
+    run.add_argument("--max-tool-rounds", type=int, metavar="N",
+                     help="Loom agent: end a turn with an error after N tool batches (default: the script's "
+                          "max_tool_rounds setting, else 25), so a model that keeps calling tools cannot run forever")
     run.add_argument("--permission-policy", choices=("grant", "deny"), default="deny",
                      help="answer to permission requests the script does not script, when stdin is not a "
                           "terminal (on a terminal you are asked); default deny")
@@ -76,12 +84,20 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(f"work directory {workdir} does not exist")
     if args.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    if args.llm_timeout <= 0:
+        raise BadInput("--llm-timeout must be positive")
+    if args.max_tool_rounds is not None:
+        if args.max_tool_rounds < 1:
+            raise BadInput("--max-tool-rounds must be at least 1")
+        if table.machine in PLAYERS:
+            raise BadInput(f"--max-tool-rounds applies to the Loom agent, not to {table.machine}")
+        script = dataclasses.replace(script, settings={**script.settings, "max_tool_rounds": args.max_tool_rounds})
     model = None
     if args.openai is not None:
         if not args.model:
             raise BadInput("--openai needs --model NAME")
         try:
-            model = OpenAIClient(args.openai, args.model, os.environ.get("OPENAI_API_KEY"))
+            model = OpenAIClient(args.openai, args.model, os.environ.get("OPENAI_API_KEY"), timeout=args.llm_timeout)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
@@ -90,8 +106,14 @@ def run_run(args: argparse.Namespace) -> int:
         if unknown:
             raise BadInput(f"{args.script}: setting {unknown[0]!r} does not apply to {table.machine} (it takes "
                            f"{', '.join(sorted(SETTINGS_OF[table.machine]))})")
-        return asyncio.run(player(Run(table, script, workdir, reporter, args.timeout, model,
-                                      args.permission_policy)))
+        run = Run(table, script, workdir, reporter, args.timeout, model, args.permission_policy)
+
+        async def play() -> int:
+            try:
+                return await player(run)
+            finally:
+                await close_client(model)
+        return asyncio.run(play())
     try:
         if args.store is not None:
             return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model)

@@ -16,7 +16,7 @@ from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.engine import Engine, UnknownEvent
-from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
+from agentfsm.impl.llm.client import LlmClient, ScriptedLlm, close_client
 from agentfsm.impl.script import AgentScript, EventScript, Turn
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
@@ -30,6 +30,7 @@ class Reporter:
     def __init__(self, emit: Emit, as_json: bool = False) -> None:
         self.emit = emit
         self.as_json = as_json
+        self.errors = 0  # errors the agent displayed: turns that ended in an error
 
     def _json(self, kind: str, **fields: Any) -> None:
         self.emit(json.dumps({"kind": kind, **fields}))
@@ -54,6 +55,7 @@ class Reporter:
         self.note("text", json.dumps(delta))
 
     def error(self, message: str) -> None:
+        self.errors += 1
         self.note("error", message)
 
     def tool(self, result: ToolResult) -> None:
@@ -185,7 +187,11 @@ async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter:
         if link is not None:
             link.resume()
         completed = await play_turns(speaker, turns, reporter, timeout, agent.wait_idle, agent.is_done)
+    await close_client(model)
     failed = report_failures(agent, reporter) or not completed
+    if reporter.errors:
+        reporter.note("error", f"{reporter.errors} turn(s) ended in an error")
+        failed = True
     if link is not None and report_decisions(link.run, reporter):
         failed = True
     if model is None:

@@ -30,7 +30,7 @@ from agentfsm.spec.yamlio import load_document
 
 SETTINGS: dict[str, type] = {
     "retry_base": float, "retry_factor": float, "retry_max": float, "tool_concurrency": int, "tool_timeout": float,
-    "command_timeout": float, "commit_hook": bool, "system_prompt": str,
+    "command_timeout": float, "commit_hook": bool, "system_prompt": str, "max_tool_rounds": int,
     "tool_errors_fatal": bool, "max_depth": int,                           # vibework
     "run_allowed": tuple, "max_output": int, "memory_limit": int,          # explorer/evaluator
     "llm_retries": int, "retry_delay": float,

@@ -10,27 +10,36 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
-# System tools: Graphviz's dot renders diagrams; spin cross-checks the verifier; node and npm
-# run the independent implementations (the TypeScript conformance example, Mermaid's parser).
-# In CI (CI=true or AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the
-# tests that need it would fail there rather than skip.
+# System tools, each with the reason setup gives when it installs it. In CI (CI=true or
+# AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the tests that need it
+# would fail there rather than skip.
 in_ci() { [ "${CI:-}" = true ] || [ "${AGENTFSM_CI:-}" = 1 ]; }
 ci_fail() { if in_ci; then exit 1; fi; }
 missing=()
+declare -A why=(
+  [graphviz]="Graphviz's dot draws the diagrams (agentfsm diagram, make diagrams)"
+  [spin]="the SPIN model checker cross-checks the verifier (tests, make bench)"
+  [postgresql]="PostgreSQL's server: the shared store of several workers; its tests start a private cluster"
+  [nodejs]="Node.js runs the independent implementations (the TypeScript conformance example, Mermaid)"
+  [npm]="npm installs Mermaid and the TypeScript compiler, pinned by their lock files"
+  [chromium]="headless Chromium draws the committed SVG and Mermaid pictures as a reader's browser does (tests)"
+)
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-# PostgreSQL's server: the store for several workers; its tests start a private cluster.
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${missing[*]} from the system's packages"
-    (apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1) || {
-      apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1
+    for package in "${missing[@]}"; do echo "setup: installing $package: ${why[$package]}"; done
+    (apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1) || {
+      apt-get update -qq >/dev/null 2>&1 \
+        && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1
     } || { echo "setup: could not install ${missing[*]}; install them by hand" >&2; ci_fail; }
   else
-    echo "setup: please install ${missing[*]} (not root, so not installing them)" >&2
+    for package in "${missing[@]}"; do echo "setup: please install $package: ${why[$package]}" >&2; done
+    echo "setup: (not root, so not installing them)" >&2
     ci_fail
   fi
 fi
@@ -43,8 +52,12 @@ npm_ci() {  # DIR WHAT-FAILS
   fi
 }
 if command -v npm >/dev/null 2>&1; then
-  # Mermaid's own parser checks the generated Mermaid diagrams.
-  npm_ci tests/mermaid "the Mermaid grammar test" || ci_fail
+  # Mermaid itself: its parser checks the generated Mermaid text, its renderer (in Chromium)
+  # the layout GitHub shows.
+  if [ ! tests/mermaid/node_modules/.package-lock.json -nt tests/mermaid/package-lock.json ]; then
+    echo "setup: npm ci in tests/mermaid: Mermaid's parser and renderer for the Mermaid tests"
+  fi
+  npm_ci tests/mermaid "the Mermaid grammar and layout tests" || ci_fail
   # The TypeScript Loom agent of the conformance example: compiled to dist/ when a source
   # is newer than the build.
   example=examples/conformance

@@ -12,6 +12,7 @@ from agentfsm.spec.model import Row, Table
 
 SVG = "{http://www.w3.org/2000/svg}"
 MERMAID_EDGE = re.compile(r"^    (\S+) --> (\S+) : (.*)$")
+MERMAID_INSIDE = re.compile(r"^    (\S+) : (.*)$")  # a self-loop's row, listed in its state's box
 
 
 def squash(text: str) -> str:
@@ -36,15 +37,23 @@ def svg_graph(data: bytes) -> tuple[dict[str, str], dict[tuple[str, str], str], 
     return nodes, edges, counts
 
 
-def mermaid_edges(text: str) -> tuple[dict[tuple[str, str], list[str]], Counter[tuple[str, str]]]:
-    edges: dict[tuple[str, str], list[str]] = {}
+def mermaid_edges(text: str) -> tuple[dict[tuple[str, str], str], Counter[tuple[str, str]]]:
+    """Each edge's label text as a reader sees it (wrapped lines joined by spaces), by (source,
+    target); self-loops listed in a state's box count as that state's edge to itself."""
+    edges: dict[tuple[str, str], str] = {}
     counts: Counter[tuple[str, str]] = Counter()
     for line in text.splitlines():
         match = MERMAID_EDGE.match(line)
+        inside = None if match else MERMAID_INSIDE.match(line)
         if match:
-            key = (match.group(1), match.group(2))
-            edges.setdefault(key, []).extend(match.group(3).split("<br/>"))
+            key, label = (match.group(1), match.group(2)), match.group(3)
             counts[key] += 1
+        elif inside and not inside.group(1).startswith("["):
+            key, label = (inside.group(1), inside.group(1)), inside.group(2)
+            counts[key] = 1
+        else:
+            continue
+        edges[key] = " ".join(filter(None, [edges.get(key, ""), *label.split("<br/>")]))
     return edges, counts
 
 
@@ -60,8 +69,9 @@ def svg_row_text(table: Table, row: Row, nodes: dict[str, str], edges: dict[tupl
 
 
 def expected_mermaid(row: Row) -> list[str]:
+    """A row's texts as they read in a Mermaid label, spaces squashed (lines may wrap anywhere)."""
     line = line_of(row)
-    return [mermaid_escape(line.head)] + ([f"{{{mermaid_escape(line.tail)}}}"] if line.tail else [])
+    return [squash(mermaid_escape(line.head))] + ([squash(f"{{{mermaid_escape(line.tail)}}}")] if line.tail else [])
 
 
 def wildcard_targets(table: Table) -> set[str]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentfsm.diagrams.dot import to_dot
 from agentfsm.diagrams.model import build
-from agentfsm.diagrams.output import committed_pictures
+from agentfsm.diagrams.output import committed_pictures, dot_source
 from agentfsm.diagrams.render import dot_digest, graphviz_version, svg_stamp
 from agentfsm.spec import Table, load_table, load_table_bytes
 from conftest import ROOT, TABLES
@@ -37,7 +36,7 @@ def staleness(table: Table, folder: Path) -> list[str]:
         old = path.read_bytes()
         if name.endswith(".svg"):
             stamp = svg_stamp(old)
-            if stamp is None or stamp[0] != table.machine or stamp[2] != dot_digest(to_dot(build(table))):
+            if stamp is None or stamp[0] != table.machine or stamp[2] != dot_digest(dot_source(build(table))):
                 problems.append(f"diagrams/{name} {STALE}")
                 continue
             if stamp[1] != graphviz_version():

@@ -176,3 +176,152 @@ def test_loom_agent_runs_on_the_http_client(loom: Table, tmp_path: Path) -> None
     assert "".join(display.texts) == "It says hello."
     tool_message = server.requests[1]["messages"][-1]
     assert tool_message == {"role": "tool", "tool_call_id": "c1", "content": "hello from disk\n"}
+
+
+def plain(writer: asyncio.StreamWriter, status: str, body: bytes, *headers: str) -> None:
+    """A response whose body ends when the server closes (no chunked encoding, no length)."""
+    head = "".join(f"{h}\r\n" for h in headers)
+    writer.write(f"HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n".encode() + body)
+
+
+def fetch(respond: Respond, **options: Any) -> ResponseBuilder:
+    async def main() -> ResponseBuilder:
+        async with Server(respond) as url:
+            return await collect(OpenAIClient(url, "m", **options), LlmRequest(()))
+    result: ResponseBuilder = run(main())
+    return result
+
+
+def test_a_stall_after_the_headers_is_a_timeout_that_says_so() -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(3)
+    with pytest.raises(LlmError) as caught:
+        fetch(respond, timeout=0.3)
+    assert caught.value.retryable
+    assert caught.value.message.startswith("no data from 127.0.0.1:") and "for 0.3s" in caught.value.message
+
+
+def test_a_stream_closed_before_its_end_is_an_error_not_a_whole_reply() -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        plain(writer, "200 OK", sse(text("Half an ans"))[0], "Content-Type: text/event-stream")
+    with pytest.raises(LlmError, match="ended before the reply was complete") as caught:
+        fetch(respond)
+    assert caught.value.retryable
+
+
+@pytest.mark.parametrize("ending", ["finish_reason", "done"])
+def test_a_stream_that_says_it_is_complete_is_a_whole_reply(ending: str) -> None:
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    blocks = sse(text("All of it."), finish)[:-1] if ending == "finish_reason" else sse(text("All of it."))
+
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        plain(writer, "200 OK", b"".join(blocks), "Content-Type: text/event-stream; charset=utf-8")
+    assert fetch(respond).response().text == "All of it."
+
+
+def test_a_plain_json_reply_to_a_streaming_request_is_read() -> None:
+    completion = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": "Looking.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}]}}]}
+
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        payload = json.dumps(completion).encode()
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+                     .encode() + payload)
+    response = fetch(respond).response()
+    assert response.text == "Looking."
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [("c1", "read_file", '{"path": "a"}')]
+
+
+def test_a_reply_that_is_neither_a_stream_nor_json_is_an_error() -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        plain(writer, "200 OK", b"<html>login</html>", "Content-Type: text/html")
+    with pytest.raises(LlmError, match="answered with text/html"):
+        fetch(respond)
+
+
+@pytest.mark.parametrize("reason", ["length", "content_filter"])
+def test_a_cut_or_filtered_reply_is_surfaced(reason: str) -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await chunked(writer, sse(text("Once upon"), {"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}))
+    with pytest.raises(LlmError, match=f"finish_reason '{reason}'") as caught:
+        fetch(respond)
+    assert not caught.value.retryable
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("7", 7.0), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), ("soon", None)])
+def test_retry_after_is_read(header: str, seconds: float | None) -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        plain(writer, "429 Too Many Requests", b'{"error": {"message": "slow down"}}', f"Retry-After: {header}")
+    with pytest.raises(LlmError) as caught:
+        fetch(respond)
+    assert caught.value.message == "HTTP 429: slow down" and caught.value.retry_after == seconds
+
+
+def test_loom_waits_as_long_as_retry_after_asks(loom: Table, tmp_path: Path) -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        if len(server.requests) == 1:
+            plain(writer, "429 Too Many Requests", b"{}", "Retry-After: 0.4")
+        else:
+            await chunked(writer, sse(text("ok")))
+    server = Server(respond)
+    display = Transcript()
+
+    async def main() -> float:
+        async with server as url:
+            agent = LoomAgent(loom, OpenAIClient(url, "m"), display=display,
+                              config=LoomConfig(workdir=tmp_path, retry_base=0.01))
+            async with agent:
+                start = asyncio.get_running_loop().time()
+                agent.send_input("hi")
+                await agent.wait_idle()
+                return asyncio.get_running_loop().time() - start
+    assert run(main()) >= 0.4
+    assert "".join(display.texts) == "ok" and len(server.requests) == 2
+
+
+def test_one_client_reuses_its_connection() -> None:
+    connections: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        while True:
+            try:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+            except asyncio.IncompleteReadError:
+                break
+            length = next(int(line.split(":")[1]) for line in head.split("\r\n")
+                          if line.lower().startswith("content-length"))
+            await reader.readexactly(length)
+            body = b"".join(sse(text("hi")))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = OpenAIClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", "m")
+        for _ in range(3):
+            assert (await collect(client, LlmRequest(()))).response().text == "hi"
+        await client.aclose()
+        server.close()
+    run(main())
+    assert len(connections) == 1
+
+
+def test_the_proxy_of_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await chunked(writer, sse(text("via the proxy")))
+    proxy = Server(respond)
+
+    async def main() -> ResponseBuilder:
+        async with proxy as url:
+            monkeypatch.setenv("HTTP_PROXY", url.removesuffix("/v1"))
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            monkeypatch.delenv("no_proxy", raising=False)
+            return await collect(OpenAIClient("http://llm.example/v1", "m"), LlmRequest(()))
+    assert run(main()).response().text == "via the proxy"
+    assert proxy.requests[0]["model"] == "m" and proxy.headers[0]["host"] == "llm.example"

@@ -83,10 +83,13 @@ class LoomConfig:
     tool_timeout: float = 120.0    # per tool call
     command_timeout: float = 60.0  # run_command's own limit
     commit_hook: bool = True       # RunPostToolsHook commits to git when workdir is a work tree
+    max_tool_rounds: int = 25      # tool batches in one turn before the turn ends with an error
 
-    def backoff(self, attempt: int) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
-        return float(min(self.retry_max, self.retry_base * self.retry_factor ** max(0, attempt - 1)))
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based); never less than the server's
+        ``Retry-After``."""
+        delay = float(min(self.retry_max, self.retry_base * self.retry_factor ** max(0, attempt - 1)))
+        return max(delay, retry_after or 0.0)
 
 
 Hook = Callable[[Path, list[ToolResult]], Awaitable[bool]]
@@ -145,6 +148,9 @@ class LoomAgent(Driver):
         self._results: list[ToolResult] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._last_error = ""
+        self._retry_after: float | None = None
+        self._given_up: str | None = None  # a turn the model cannot finish: its remaining retries fail at once
+        self._rounds = 0                   # tool batches of this turn
         self._llm_effect: Pending | None = None
 
     def send_input(self, text: str, event_id: str | None = None) -> None:
@@ -154,6 +160,7 @@ class LoomAgent(Driver):
 
     def _user_input(self, ctx: ActionContext) -> None:
         self._interrupted = False
+        self._given_up, self._rounds = None, 0
         self.conversation.append({"role": "user", "content": str(ctx.envelope.payload)})
 
     def _llm_completed(self, ctx: ActionContext) -> None:
@@ -164,12 +171,19 @@ class LoomAgent(Driver):
             return
         self.conversation.append(response.as_message())
         self._batch = list(response.tool_calls[:self.max_tools])
+        self._rounds += bool(self._batch)
         for extra in response.tool_calls[self.max_tools:]:  # the table bounds a batch; say so to the model
             self._record(ToolResult(extra.id, extra.name, f"not run: at most {self.max_tools} tool calls "
                                     "per response", True))
 
     def _llm_error(self, ctx: ActionContext) -> None:
-        self._last_error = str(ctx.envelope.payload or "LLM request failed")
+        error = ctx.envelope.payload
+        if isinstance(error, LlmError):
+            self._last_error, self._retry_after = error.message, error.retry_after
+            if not error.retryable:
+                self._given_up = error.message
+        else:
+            self._last_error, self._retry_after = str(error or "LLM request failed"), None
 
     def _tool_completed(self, ctx: ActionContext) -> None:
         self._record(ctx.envelope.payload)
@@ -181,6 +195,7 @@ class LoomAgent(Driver):
 
     def _turn_ended(self, ctx: ActionContext) -> None:
         self._interrupted = False
+        self._given_up, self._rounds = None, 0
 
     # -- actions -------------------------------------------------------------------------
 
@@ -203,6 +218,14 @@ class LoomAgent(Driver):
             self.feed("LlmCompleted", payload=None, tool_calls=0,
                       effect=self._report(pending, "completed", {"called": False, "response": None}, "interrupt"))
             return
+        if self._given_up is None and self._rounds >= self.config.max_tool_rounds:
+            self._given_up = (f"stopped after {self._rounds} tool rounds in one turn (max_tool_rounds "
+                              f"{self.config.max_tool_rounds})")
+        if self._given_up is not None:  # retrying cannot help: the table's remaining retries fail at once
+            error = LlmError(self._given_up, retryable=False)
+            self.feed("LlmError", payload=error,
+                      effect=self._report(pending, "failed", {"called": False, "error": error.message}, "give-up"))
+            return
         request = LlmRequest(tuple(self.conversation), self.toolbox.schemas())
         self.spawn("llm", lambda activity: self._stream(activity, request, pending))
 
@@ -218,9 +241,9 @@ class LoomAgent(Driver):
                               payload=chunk)
             response = builder.response()
         except (LlmError, OSError, ValueError) as exc:
-            message = exc.message if isinstance(exc, LlmError) else f"{type(exc).__name__}: {exc}"
-            activity.feed(self, "LlmError", payload=message,
-                          effect=self._report(pending, "failed", {"called": True, "error": message}))
+            error = exc if isinstance(exc, LlmError) else LlmError(f"{type(exc).__name__}: {exc}")
+            activity.feed(self, "LlmError", payload=error,
+                          effect=self._report(pending, "failed", {"called": True, "error": error.message}))
             return
         activity.feed(self, "LlmCompleted", payload=response,
                       effect=self._report(pending, "completed", {"called": True, "response": response_json(response)}),
@@ -284,7 +307,7 @@ class LoomAgent(Driver):
         self._arm_retry(int(ctx.outcome.vars["retries"]))
 
     def _arm_retry(self, retries: int) -> None:
-        delay = self.config.backoff(retries)
+        delay = 0.0 if self._given_up is not None else self.config.backoff(retries, self._retry_after)
 
         async def timer(activity: Activity) -> None:
             await asyncio.sleep(delay)
@@ -323,6 +346,8 @@ class LoomAgent(Driver):
             return asdict(payload)
         if isinstance(payload, TextChunk):
             return payload.text
+        if isinstance(payload, LlmError):
+            return payload.message
         return payload if isinstance(payload, str) else None
 
     def _payload(self, event: str, data: JSON) -> Any:

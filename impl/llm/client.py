@@ -18,12 +18,14 @@ Message = dict[str, Any]
 
 
 class LlmError(Exception):
-    """A failed LLM request; ``retryable`` errors (rate limits, 5xx, network) are worth a retry."""
+    """A failed LLM request; ``retryable`` errors (rate limits, 5xx, network) are worth a retry,
+    not sooner than ``retry_after`` seconds when the server said so."""
 
-    def __init__(self, message: str, retryable: bool = True) -> None:
+    def __init__(self, message: str, retryable: bool = True, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,13 @@ async def complete(client: LlmClient, request: LlmRequest, builder: ResponseBuil
         return builder.response()
     except (OSError, ValueError) as exc:
         raise LlmError(f"{type(exc).__name__}: {exc}") from exc
+
+
+async def close_client(client: object) -> None:
+    """Close the pooled connections of a client that keeps them (one with ``aclose``)."""
+    close = getattr(client, "aclose", None)
+    if close is not None:
+        await close()
 
 
 # -- the scripted client ---------------------------------------------------------------

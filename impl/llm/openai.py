@@ -1,143 +1,145 @@
-"""An LLM client for OpenAI-compatible chat-completion endpoints, standard library only.
+"""An LLM client for OpenAI-compatible chat-completion endpoints, on ``aiohttp``.
 
-Speaks HTTP/1.1 over asyncio streams (TLS for https), posts a streaming request and
-parses the server-sent events into text and tool-call deltas. Every read has a timeout,
-so a silent server is an ``LlmError``, not a hang; cancelling the stream closes the
-connection. Rate limits (429), timeouts and 5xx are retryable; other HTTP errors are not.
+Posts a streaming request and parses the server-sent events into text and tool-call
+deltas; one ``aiohttp.ClientSession`` per event loop keeps connections alive between
+requests; the usual proxy variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) are read
+once, when the client is made (aiohttp's ``trust_env`` reads them on every request, which
+costs as much as the rest of the request on a local server). ``aiohttp``
+was chosen over ``httpx`` by ``bench/bench_llm.py``: its time to first token is below the
+former hand-written client's, ``httpx``'s was above it. A reply counts as
+whole only when the stream says so (``finish_reason`` or ``[DONE]``); everything else is
+an ``LlmError`` whose ``retryable`` flag tells the agent whether asking again can help:
+rate limits (429, with ``Retry-After``), timeouts, broken connections and 5xx can, a bad
+request or key (400, 401, 403, 404), a reply cut at the output limit or filtered cannot.
+A server that answers a streaming request with one plain JSON completion is read as well.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
-import ssl
-from collections.abc import AsyncIterator, Mapping
+import time
+import urllib.request
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
 from agentfsm.impl.llm.client import LlmChunk, LlmError, LlmRequest, TextChunk, ToolCallChunk
 
-MAX_HEADER = 64 * 1024
 MAX_ERROR_BODY = 16 * 1024
 RETRYABLE = {408, 409, 425, 429}
+# finish_reason values that end a reply the agent cannot use as it is, and why.
+UNUSABLE = {"length": "the reply was cut off at the model's output limit (finish_reason 'length')",
+            "content_filter": "the provider's content filter stopped the reply (finish_reason 'content_filter')"}
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class OpenAIClient:
-    """``stream(request)`` against ``{base_url}/chat/completions`` (e.g. ``https://api.openai.com/v1``)."""
+    """``stream(request)`` against ``{base_url}/chat/completions`` (e.g. ``https://api.openai.com/v1``).
+
+    ``timeout`` bounds each wait for data (the headers, then every read of the stream);
+    ``connect_timeout`` bounds opening a connection.
+    """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 60.0,
                  connect_timeout: float = 10.0, extra_body: Mapping[str, Any] | None = None) -> None:
         parts = urlsplit(base_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"base URL must be http(s)://HOST[:PORT][/PATH], got {base_url!r}")
-        self.tls = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port or (443 if self.tls else 80)
-        self.path = (parts.path or "") + "/chat/completions"
+        if timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("LLM timeouts must be positive")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.where = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.extra_body = dict(extra_body or {})
+        self.proxy = None if urllib.request.proxy_bypass(parts.hostname) else \
+            urllib.request.getproxies().get(parts.scheme)
+        self._http: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def body(self, request: LlmRequest) -> bytes:
+    def body(self, request: LlmRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {"model": self.model, "messages": list(request.messages), "stream": True,
                                    **self.extra_body}
         if request.tools:
             payload["tools"] = list(request.tools)
-        return json.dumps(payload).encode()
+        return payload
+
+    def _session(self) -> aiohttp.ClientSession:
+        """The pooled session of the running event loop (a session cannot outlive its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop or self._http.closed:
+            headers = {"Accept": "text/event-stream", "User-Agent": "agentfsm"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            self._http = aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=self.connect_timeout, sock_read=self.timeout))
+            self._loop = loop
+        return self._http
+
+    async def aclose(self) -> None:
+        """Close the pooled connections (call it before the event loop ends)."""
+        if self._http is not None and self._loop is asyncio.get_running_loop():
+            await self._http.close()
+        self._http = None
+
+    async def __aenter__(self) -> OpenAIClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def stream(self, request: LlmRequest) -> AsyncIterator[LlmChunk]:
-        body = self.body(request)
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                reader, writer = await asyncio.open_connection(
-                    self.host, self.port, ssl=ssl.create_default_context() if self.tls else None)
-        except (OSError, TimeoutError) as exc:
-            raise LlmError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from None
-        try:
-            host = self.host if self.port in (80, 443) else f"{self.host}:{self.port}"
-            head = [f"POST {self.path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json",
-                    "Accept: text/event-stream", f"Content-Length: {len(body)}", "Connection: close",
-                    "User-Agent: agentfsm"]
-            if self.api_key:
-                head.append(f"Authorization: Bearer {self.api_key}")
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-            await writer.drain()
-            status, headers = await self._head(reader)
-            chunks = self._body(reader, headers)
-            if status != 200:
-                raise await self._http_error(status, chunks)
-            async for chunk in self._events(chunks):
-                yield chunk
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise LlmError(f"connection to {self.host}:{self.port} failed: {exc}") from None
-        except TimeoutError:
-            raise LlmError(f"no data from {self.host}:{self.port} for {self.timeout:g}s") from None
-        finally:
-            writer.close()
-
-    async def _line(self, reader: asyncio.StreamReader) -> bytes:
-        async with asyncio.timeout(self.timeout):
-            try:
-                return await reader.readuntil(b"\n")
-            except asyncio.LimitOverrunError:
-                raise LlmError("the server sent a line too long to read") from None
-            except asyncio.IncompleteReadError as exc:
-                return exc.partial
-
-    async def _head(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-        line = await self._line(reader)
-        parts = line.decode("latin-1").split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise LlmError(f"not an HTTP response: {line[:80]!r}")
-        headers: dict[str, str] = {}
-        size = 0
-        while True:
-            line = await self._line(reader)
-            size += len(line)
-            if size > MAX_HEADER:
-                raise LlmError("response headers too large")
-            if line in (b"\r\n", b"\n", b""):
-                return int(parts[1]), headers
-            name, _, value = line.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-
-    async def _body(self, reader: asyncio.StreamReader, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
-        """The body's bytes as they arrive: chunked, sized, or until the server closes."""
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            while True:
-                size_line = await self._line(reader)
-                try:
-                    size = int(size_line.split(b";")[0].strip(), 16)
-                except ValueError:
-                    raise LlmError(f"bad chunk size {size_line[:40]!r}") from None
-                if size == 0:
+            async with self._session().post(self.url, json=self.body(request), proxy=self.proxy) as response:
+                if response.status != 200:
+                    raise await self._http_error(response)
+                kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+                if kind == "application/json":
+                    for chunk in _completion(await response.read()):
+                        yield chunk
                     return
-                async with asyncio.timeout(self.timeout):
-                    data = await reader.readexactly(size)
-                    await reader.readexactly(2)
-                yield data
-        remaining = int(headers["content-length"]) if headers.get("content-length", "").isdigit() else None
-        while remaining is None or remaining > 0:
-            async with asyncio.timeout(self.timeout):
-                data = await reader.read(65536 if remaining is None else min(65536, remaining))
-            if not data:
-                if remaining:
-                    raise LlmError("the server closed the connection mid-response")
-                return
-            if remaining is not None:
-                remaining -= len(data)
-            yield data
+                if kind != "text/event-stream":
+                    raise LlmError(f"{self.where} answered with {kind or 'no content type'}, not a stream of "
+                                   "server-sent events (text/event-stream)", retryable=False)
+                async for chunk in _events(_lines(response.content.iter_any())):
+                    yield chunk
+        except aiohttp.ConnectionTimeoutError:
+            raise LlmError(f"cannot connect to {self.where}: no answer within {self.connect_timeout:g}s") from None
+        except TimeoutError:
+            raise LlmError(f"no data from {self.where} for {self.timeout:g}s (the LLM read timeout)") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise LlmError(f"cannot connect to {self.where}: {_reason(exc)}") from None
+        except aiohttp.ClientError as exc:
+            raise LlmError(f"connection to {self.where} failed: {_reason(exc)}") from None
 
-    async def _http_error(self, status: int, chunks: AsyncIterator[bytes]) -> LlmError:
+    async def _http_error(self, response: aiohttp.ClientResponse) -> LlmError:
         body = b""
         try:
-            async for data in chunks:
+            async for data in response.content.iter_any():
                 body += data
                 if len(body) > MAX_ERROR_BODY:
                     break
-        except (LlmError, OSError, TimeoutError, asyncio.IncompleteReadError):
+        except (aiohttp.ClientError, TimeoutError):
             pass
         message = body[:MAX_ERROR_BODY].decode("utf-8", "replace").strip()
         try:
@@ -145,56 +147,109 @@ class OpenAIClient:
             message = error.get("message", message) if isinstance(error, dict) else str(error or message)
         except (ValueError, AttributeError):
             pass
-        return LlmError(f"HTTP {status}: {message[:500]}", retryable=status in RETRYABLE or status >= 500)
+        status = response.status
+        return LlmError(f"HTTP {status}: {message[:500] or response.reason or 'no reason given'}",
+                        retryable=status in RETRYABLE or status >= 500,
+                        retry_after=retry_after(response.headers.get("retry-after")))
 
-    async def _events(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[LlmChunk]:
-        """Server-sent events: ``data:`` lines, blank line ends an event, ``[DONE]`` ends the stream."""
-        buffer = b""
-        data: list[str] = []
-        async for block in chunks:
-            buffer += block
-            *lines, buffer = buffer.split(b"\n")
-            for raw in lines:
-                line = raw.rstrip(b"\r").decode("utf-8", "replace")
-                if line:
-                    if line.startswith("data:"):
-                        data.append(line[5:].removeprefix(" "))
-                    continue
-                if not data:
-                    continue
-                payload, data = "\n".join(data), []
-                if payload.strip() == "[DONE]":
-                    return
-                for chunk in self._deltas(payload):
-                    yield chunk
-        if data and "\n".join(data).strip() != "[DONE]":
-            for chunk in self._deltas("\n".join(data)):
-                yield chunk
 
-    @staticmethod
-    def _deltas(payload: str) -> list[LlmChunk]:
-        try:
-            event = json.loads(payload)
-        except json.JSONDecodeError:
-            raise LlmError(f"the server sent an event that is not JSON: {payload[:80]!r}") from None
-        if not isinstance(event, dict):
-            raise LlmError("the server sent an event that is not a JSON object")
-        if event.get("error"):
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            raise LlmError(f"the server reported an error mid-stream: {message}")
-        result: list[LlmChunk] = []
-        try:
-            for choice in event.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    result.append(TextChunk(str(delta["content"])))
-                for call in delta.get("tool_calls") or ():
-                    function = call.get("function") or {}
-                    name = function.get("name")
-                    result.append(ToolCallChunk(int(call.get("index", 0)), str(function.get("arguments") or ""),
-                                                str(call["id"]) if call.get("id") else None,
-                                                str(name) if name else None))
-        except (AttributeError, TypeError, ValueError):
-            raise LlmError(f"the server sent a malformed chunk: {payload[:80]!r}") from None
-        return result
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+async def _lines(blocks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The body's lines as they arrive, however long (server-sent events are UTF-8, lines end at LF or CRLF)."""
+    buffer = b""
+    async for block in blocks:
+        buffer += block
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+    if buffer:
+        yield buffer.decode("utf-8", "replace")
+
+
+async def _events(lines: AsyncIterator[str]) -> AsyncIterator[LlmChunk]:
+    """Server-sent events: ``data:`` lines, a blank line ends an event, ``[DONE]`` ends the stream."""
+    data: list[str] = []
+    finished = False
+    async for line in lines:
+        if line:
+            if line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            continue
+        if not data:
+            continue
+        payload, data = "\n".join(data), []
+        if payload.strip() == "[DONE]":
+            return
+        chunks, reason = _deltas(payload)
+        for chunk in chunks:
+            yield chunk
+        finished = finished or reason is not None
+    tail = "\n".join(data)
+    if tail.strip() == "[DONE]":
+        return
+    if tail:
+        chunks, reason = _deltas(tail)
+        for chunk in chunks:
+            yield chunk
+        finished = finished or reason is not None
+    if not finished:
+        raise LlmError("the stream ended before the reply was complete (no finish_reason, no [DONE])")
+
+
+def _deltas(payload: str) -> tuple[list[LlmChunk], str | None]:
+    """One event's chunks and its ``finish_reason``."""
+    event = _object(payload, "an event")
+    if event.get("error"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise LlmError(f"the server reported an error mid-stream: {message}")
+    try:
+        return _choices(event, "delta")
+    except (AttributeError, TypeError, ValueError, KeyError):
+        raise LlmError(f"the server sent a malformed chunk: {payload[:80]!r}") from None
+
+
+def _completion(body: bytes) -> list[LlmChunk]:
+    """A whole ``chat.completion`` object (a server that does not stream), as the chunks it holds."""
+    payload = body.decode("utf-8", "replace")
+    try:
+        chunks, reason = _choices(_object(payload, "a reply"), "message")
+    except (AttributeError, TypeError, ValueError, KeyError):
+        raise LlmError(f"the server sent a malformed completion: {payload[:80]!r}") from None
+    if reason is None:
+        raise LlmError(f"the server's JSON reply holds no finished choice: {payload[:80]!r}")
+    return chunks
+
+
+def _object(payload: str, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(payload)
+    except json.JSONDecodeError:
+        raise LlmError(f"the server sent {what} that is not JSON: {payload[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise LlmError(f"the server sent {what} that is not a JSON object")
+    return value
+
+
+def _choices(event: Mapping[str, Any], key: str) -> tuple[list[LlmChunk], str | None]:
+    """Text and tool-call chunks of the first choice's ``delta`` (streamed) or ``message`` (whole)."""
+    result: list[LlmChunk] = []
+    reason: str | None = None
+    choices: Iterable[Any] = event.get("choices") or ()
+    for choice in choices:
+        part = choice.get(key) or {}
+        if part.get("content"):
+            result.append(TextChunk(str(part["content"])))
+        for position, call in enumerate(part.get("tool_calls") or ()):
+            function = call.get("function") or {}
+            name = function.get("name")
+            result.append(ToolCallChunk(int(call.get("index", position)), str(function.get("arguments") or ""),
+                                        str(call["id"]) if call.get("id") else None, str(name) if name else None))
+        if choice.get("finish_reason"):
+            reason = str(choice["finish_reason"])
+    if reason in UNUSABLE:
+        raise LlmError(UNUSABLE[reason], retryable=False)
+    return result, reason
