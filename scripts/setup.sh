@@ -8,7 +8,10 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: agentfsm needs Python 3.11 or newer ($python is older)" >&2
   exit 1
 fi
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+say() { echo "setup: $*"; }
+[ -x .venv/bin/python ] || { say "creating .venv (a virtual environment for agentfsm and its tools)"; "$python" -m venv .venv; }
+say "installing agentfsm (editable) with its dependencies (transitions, PyYAML, jsonschema, numpy, scipy, graphviz," \
+  "psycopg) and the development tools (pytest, hypothesis, mypy, ruff, build) into .venv; about a minute"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
 # System tools: Graphviz's dot renders diagrams; spin cross-checks the verifier.
 missing=()
@@ -18,7 +21,8 @@ command -v spin >/dev/null 2>&1 || missing+=(spin)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${missing[*]} from the system's packages"
+    say "installing ${missing[*]} from the system's packages (graphviz: dot draws the diagrams; spin:" \
+      "cross-checks the verifier; postgresql: the server of the shared-store tests, started only by them)"
     (apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1) || {
       apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1
     } || echo "setup: could not install ${missing[*]}; install them by hand" >&2
@@ -28,21 +32,23 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # npm packages, pinned by each directory's package-lock.json; installed again only when
 # the lock file is newer than the installed tree (tests that need them skip without npm).
-npm_ci() {  # DIR WHAT-FAILS
+npm_ci() {  # DIR WHAT-FAILS WHY
   if [ ! "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" ]; then
+    say "npm ci in $1 ($3)"
     (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
       || { echo "setup: npm ci in $1 failed; $2 will fail" >&2; return 1; }
   fi
 }
 if command -v npm >/dev/null 2>&1; then
   # Mermaid's own parser checks the generated Mermaid diagrams.
-  npm_ci tests/mermaid "the Mermaid grammar test" || true
+  npm_ci tests/mermaid "the Mermaid grammar test" "Mermaid's own parser, to check the generated diagrams" || true
   # The TypeScript Loom agent of the conformance example: compiled to dist/ when a source
   # is newer than the build.
   example=examples/conformance
-  if npm_ci "$example" "the TypeScript conformance test"; then
+  if npm_ci "$example" "the TypeScript conformance test" "the TypeScript Loom agent of the conformance example"; then
     if [ ! -e "$example/dist/adapter.js" ] \
       || [ -n "$(find "$example" -maxdepth 1 \( -name '*.ts' -o -name '*.json' \) -newer "$example/dist/adapter.js")" ]; then
+      say "compiling the TypeScript conformance example ($example/dist)"
       (cd "$example" && npm run build --silent) \
         || echo "setup: npm run build in $example failed; the TypeScript conformance test will fail" >&2
     fi

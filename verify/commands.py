@@ -13,10 +13,10 @@ from agentfsm.verify.checks import Verdict, run_checks
 from agentfsm.verify.explore import explore
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import export_promela
-from agentfsm.verify.report import json_report, junit_report, text_report
+from agentfsm.verify.report import json_report, junit_report, summary_line, text_report
 from agentfsm.verify.trace import TraceError, format_trace, load_trace
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, deprecated, load_tables
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     parser.add_argument("--trace-out", metavar="FILE",
                         help="write the first failing check's counterexample as a trace (for replay and diagrams)")
-    parser.add_argument("--verbose", action="store_true", help="list every unhandled (state, event) pair")
+    parser.add_argument("--verbose", action="store_true",
+                        help="list every unhandled (state, event) pair, not only the first few")
+    parser.add_argument("--summary", action="store_true",
+                        help="one line per table; the full report only for a table whose checks fail")
     parser.set_defaults(func=run_verify)
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
@@ -46,7 +49,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("export", help="export a table to another model checker's language",
                             description="Print the table as a Promela model for Spin (reachable configurations "
                                         "and invariant assertions match the verifier's).")
-    parser.add_argument("--promela", action="store_true", required=True, help="Promela for Spin")
+    parser.add_argument("--format", choices=("promela",), help="the output language: promela (Spin)")
+    parser.add_argument("--promela", action="store_true", help="deprecated spelling of --format promela")
     parser.add_argument("table", metavar="TABLE")
     add_set_option(parser)
     parser.set_defaults(func=run_export)
@@ -69,7 +73,9 @@ def run_verify(args: argparse.Namespace) -> int:
         verdict, elapsed = verify_table(table)
         verdicts.append(verdict)
         seconds.append(elapsed)
-        if not args.json:
+        if args.summary and verdict.ok and not args.json:
+            print(summary_line(verdict, elapsed), flush=True)
+        elif not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
     if args.json:
         print(json.dumps(json_report(verdicts), indent=2))
@@ -108,6 +114,10 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.promela:
+        deprecated("export --promela", "export --format promela")
+    elif args.format is None:
+        raise BadInput("export needs --format promela (the only format so far)")
     [table] = load_tables([args.table], args.overrides)
     sys.stdout.write(export_promela(table))
     return EXIT_OK
