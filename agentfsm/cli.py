@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from agentfsm import __version__
 from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
@@ -14,6 +16,7 @@ from agentfsm.impl import commands as impl_commands
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.workers import commands as worker_commands
 from agentfsm.spec import commands as spec_commands
+from agentfsm.spec.suggest import closest, did_you_mean
 from agentfsm.verify import commands as verify_commands
 from agentfsm.verify import conformance_commands, crash_commands
 from agentfsm.verify.explore import ExplorationLimit
@@ -22,8 +25,49 @@ PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker
          conformance_commands, diagram_commands]
 
 
+class SuggestingParser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand, option or choice (Python 3.11's
+    argparse has none)."""
+
+    argv: Sequence[str] = ()
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self.argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self.argv, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        super().error(message + self.suggestion(message))
+
+    def suggestion(self, message: str) -> str:
+        choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if choice:
+            return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        if message.startswith("unrecognized arguments:"):
+            options = self.options()
+            for word in self.argv:
+                name = word.partition("=")[0]
+                if name.startswith("-") and name not in options:
+                    best = closest(name, options)
+                    if best is not None:
+                        alone = message == f"unrecognized arguments: {word}"
+                        return f"; did you mean {best!r}?" if alone else f"; {name}: did you mean {best!r}?"
+        return ""
+
+    def options(self) -> list[str]:
+        """Option strings of this parser and of the subcommand named in the arguments."""
+        found = list(self._option_string_actions)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for word in self.argv:
+                    if word in action.choices:
+                        found += list(action.choices[word]._option_string_actions)
+                        break
+        return found
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentfsm", description="Model-checked transition tables for "
+    parser = SuggestingParser(prog="agentfsm", description="Model-checked transition tables for "
                                      "LLM-agent state machines.")
     parser.add_argument("--version", action="version", version=f"agentfsm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

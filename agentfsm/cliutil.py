@@ -35,6 +35,12 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Value]:
     return result
 
 
+def deprecated(old: str, new: str) -> None:
+    """Warn once per use about a spelling kept for one version only."""
+    print(f"agentfsm: warning: '{old}' is deprecated and will be removed in the next version; use '{new}'",
+          file=sys.stderr)
+
+
 def add_set_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                         help="override a constant of the table (repeatable)")

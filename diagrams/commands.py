@@ -111,10 +111,18 @@ def _write_all(args: argparse.Namespace, tables: list[Table]) -> int:
     if args.output or args.format or args.trace or args.coverage or args.explored:
         raise BadInput("--out-dir writes the plain pictures: it takes no -o, --format or overlay")
     out = Path(args.out_dir)
+    files: dict[str, str] = {}
     for table in tables:
+        if table.machine in files:
+            raise BadInput(f"{table.file} and {files[table.machine]} both draw machine {table.machine!r}: "
+                           f"--out-dir would write {out / table.machine}.svg twice; draw them separately with -o")
+        files[table.machine] = table.file
+    for table in tables:
+        written = []
         for name, data in committed_pictures(build(table)).items():
             _write(out / name, data)
-            print(f"wrote {out / name}")
+            written.append(str(out / name))
+        print(f"{table.machine}: wrote {', '.join(written)}")
     return EXIT_OK
 
 

@@ -8,7 +8,10 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: agentfsm needs Python 3.11 or newer ($python is older)" >&2
   exit 1
 fi
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+say() { echo "setup: $*"; }
+[ -x .venv/bin/python ] || { say "creating .venv (a virtual environment for agentfsm and its tools)"; "$python" -m venv .venv; }
+say "installing agentfsm (editable) with its dependencies (transitions, PyYAML, jsonschema, numpy, scipy, graphviz," \
+  "psycopg) and the development tools (pytest, hypothesis, mypy, ruff, build) into .venv; about a minute"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
 # System tools, each with the reason setup gives when it installs it. In CI (CI=true or
 # AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the tests that need it
@@ -32,7 +35,7 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    for package in "${missing[@]}"; do echo "setup: installing $package: ${why[$package]}"; done
+    for package in "${missing[@]}"; do say "installing $package: ${why[$package]}"; done
     (apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1) || {
       apt-get update -qq >/dev/null 2>&1 \
         && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1
@@ -45,8 +48,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # npm packages, pinned by each directory's package-lock.json; installed again only when
 # the lock file is newer than the installed tree (tests that need them skip without npm).
-npm_ci() {  # DIR WHAT-FAILS
+npm_ci() {  # DIR WHAT-FAILS WHY
   if [ ! "$1/node_modules/.package-lock.json" -nt "$1/package-lock.json" ]; then
+    say "npm ci in $1 ($3)"
     (cd "$1" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
       || { echo "setup: npm ci in $1 failed; $2 will fail" >&2; return 1; }
   fi
@@ -54,16 +58,15 @@ npm_ci() {  # DIR WHAT-FAILS
 if command -v npm >/dev/null 2>&1; then
   # Mermaid itself: its parser checks the generated Mermaid text, its renderer (in Chromium)
   # the layout GitHub shows.
-  if [ ! tests/mermaid/node_modules/.package-lock.json -nt tests/mermaid/package-lock.json ]; then
-    echo "setup: npm ci in tests/mermaid: Mermaid's parser and renderer for the Mermaid tests"
-  fi
-  npm_ci tests/mermaid "the Mermaid grammar and layout tests" || ci_fail
+  npm_ci tests/mermaid "the Mermaid grammar and layout tests" \
+    "Mermaid's parser and renderer, to check the generated diagrams and their layout" || ci_fail
   # The TypeScript Loom agent of the conformance example: compiled to dist/ when a source
   # is newer than the build.
   example=examples/conformance
-  if npm_ci "$example" "the TypeScript conformance test"; then
+  if npm_ci "$example" "the TypeScript conformance test" "the TypeScript Loom agent of the conformance example"; then
     if [ ! -e "$example/dist/adapter.js" ] \
       || [ -n "$(find "$example" -maxdepth 1 \( -name '*.ts' -o -name '*.json' \) -newer "$example/dist/adapter.js")" ]; then
+      say "compiling the TypeScript conformance example ($example/dist)"
       (cd "$example" && npm run build --silent) \
         || { echo "setup: npm run build in $example failed; the TypeScript conformance test will fail" >&2
              ci_fail; }

@@ -36,6 +36,7 @@ from agentfsm.spec.model import (
     Update,
     Variable,
 )
+from agentfsm.spec.suggest import FOREIGN_FIELDS, did_you_mean
 from agentfsm.spec.yamlio import Document, load_document
 from agentfsm.spec.yamlio import Path as NodePath
 from jsonschema.exceptions import ValidationError, best_match
@@ -121,7 +122,8 @@ def _describe(doc: Document, error: ValidationError, path: NodePath) -> list[tup
         extra = [k for k in error.instance if k not in allowed]
         if extra and allowed:
             return [(doc.key_mark(path + (key,)),
-                     f"unknown field {shown(key)} in {where} (expected one of: {', '.join(allowed)})")
+                     f"unknown field {shown(key)} in {where}{did_you_mean(key, allowed, FOREIGN_FIELDS)} "
+                     f"(expected one of: {', '.join(allowed)})")
                     for key in extra]
     return [_describe_one(doc, error, path, where)]
 
@@ -141,10 +143,15 @@ def _describe_one(doc: Document, error: ValidationError, path: NodePath, where: 
         return doc.mark(path), f"{where}: {shown(error.instance)} is not {what} (letters, digits, '_')"
     if error.validator == "type":
         names = [_TYPE_WORDS.get(str(t), str(t)) for t in (value if isinstance(value, list) else [value])]
-        return doc.mark(path), f"{where} must be {' or '.join(names)}, found {_kind(error.instance)}"
+        note = ""
+        if "boolean" in value and str(error.instance).lower() in _YAML11_BOOLEANS:
+            note = (f" ({shown(error.instance)} is a boolean only in YAML 1.1; write "
+                    f"{_YAML11_BOOLEANS[str(error.instance).lower()]})")
+        return doc.mark(path), f"{where} must be {' or '.join(names)}, found {_kind(error.instance)}{note}"
     if error.validator == "enum":
         choices = ", ".join(str(c) for c in value)
-        return doc.mark(path), f"{where} must be one of: {choices} (found {shown(error.instance)})"
+        hint = did_you_mean(error.instance, [str(c) for c in value]) if isinstance(error.instance, str) else ""
+        return doc.mark(path), f"{where} must be one of: {choices} (found {shown(error.instance)}{hint})"
     if error.validator in ("minProperties", "maxProperties") and len(path) == 2 and path[0] == "properties":
         return doc.mark(path), f"{where}: {_PROPERTY_KINDS}"
     if error.validator == "minProperties":
@@ -154,6 +161,7 @@ def _describe_one(doc: Document, error: ValidationError, path: NodePath, where: 
     return doc.mark(path), f"{where}: {error.message}"
 
 
+_YAML11_BOOLEANS = {word: "true" for word in ("yes", "y", "on")} | {word: "false" for word in ("no", "n", "off")}
 _TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
                "boolean": "a boolean", "null": "null", "number": "a number"}
 _PROPERTY_KINDS = "a property needs a name and exactly one of 'always-reachable', 'no-cycle-within'"
@@ -278,7 +286,8 @@ class _Builder:
         for name, value in self.overrides.items():
             if name not in constants:
                 self.errors.error(self.mark("constants") if "constants" in self.data else self.mark(),
-                                  f"--set {name}: the table has no constant {shown(name)}")
+                                  f"--set {name}: the table has no constant {shown(name)}"
+                                  f"{did_you_mean(name, constants)}")
             elif isinstance(constants[name], bool) != isinstance(value, bool):
                 self.errors.error(self.mark("constants", name),
                                   f"--set {name}: expected {_kind(constants[name])}, got {_kind(value)}")
@@ -416,7 +425,8 @@ class _Builder:
             names.append(name)
             action = actions.get(name)
             if action is None:
-                self.errors.error(self.doc.mark(path + (i,)), f"unknown action {shown(name)}")
+                self.errors.error(self.doc.mark(path + (i,)),
+                                  f"unknown action {shown(name)}{did_you_mean(name, actions)}")
                 continue
             args = []
             for param in action.params:
@@ -451,16 +461,19 @@ class _Builder:
         ok = True
         source, target, event_name = spec["from"], spec["to"], spec.get("on")
         if source != WILDCARD and source not in self.state_index:
-            self.errors.error(self.doc.mark(path + ("from",)), f"unknown state {shown(source)}")
+            self.errors.error(self.doc.mark(path + ("from",)),
+                              f"unknown state {shown(source)}{did_you_mean(source, self.state_index)}")
             ok = False
         if target not in self.state_index:
-            self.errors.error(self.doc.mark(path + ("to",)), f"unknown state {shown(target)}")
+            self.errors.error(self.doc.mark(path + ("to",)),
+                              f"unknown state {shown(target)}{did_you_mean(target, self.state_index)}")
             ok = False
         event = None
         if event_name is not None:
             event = events.get(event_name)
             if event is None:
-                self.errors.error(self.doc.mark(path + ("on",)), f"unknown event {shown(event_name)}")
+                self.errors.error(self.doc.mark(path + ("on",)),
+                                  f"unknown event {shown(event_name)}{did_you_mean(event_name, events)}")
                 ok = False
         if ok:
             self.row_structure(path, source, event_name, states)
@@ -482,7 +495,9 @@ class _Builder:
         for var, value in (spec.get("set") or {}).items():
             symbol = symbols.get(var)
             if symbol is None or symbol.kind != "var":
-                what = f"it is a {_KINDS[symbol.kind]}" if symbol is not None else "no such variable"
+                variables = [n for n, sym in symbols.items() if sym.kind == "var"]
+                what = (f"it is a {_KINDS[symbol.kind]}" if symbol is not None
+                        else "no such variable" + did_you_mean(var, variables))
                 self.errors.error(self.doc.key_mark(path + ("set", var)), f"cannot set {shown(var)}: {what}")
                 ok = False
                 continue
@@ -608,7 +623,7 @@ class _Builder:
                 for j, name in enumerate(listed):
                     if name not in events:
                         self.errors.error(self.doc.mark(path + ("no-cycle-within", "events", j)),
-                                          f"unknown event {shown(name)}")
+                                          f"unknown event {shown(name)}{did_you_mean(name, events)}")
                 result.append(Property(spec["name"], "no-cycle-within", mark, events=tuple(listed)))
                 continue
             where = path + (kind,)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentfsm.spec.errors import shown
+from agentfsm.spec.suggest import did_you_mean
 
 Type = Literal["int", "bool"]
 Value = int | bool
@@ -113,6 +114,14 @@ _OPERATORS = {
     "Invert": "~", "Is": "is", "IsNot": "is not", "In": "in", "NotIn": "not in",
 }
 _FOREIGN = re.compile(r"[^\x20-\x7e\t]")
+# Operators of C-like languages that a guard written from habit contains, and the fix.
+_FOREIGN_OPERATOR = re.compile(r"&&|\|\||!(?!=)|(?<![=!<>])=(?!=)")
+_FOREIGN_FIX = {
+    "&&": "write 'and', not '&&'", "||": "write 'or', not '||'", "!": "write 'not', not '!'",
+    "=": "write '==' to compare, not '=' (a row changes variables with 'set:')",
+}
+_BITWISE_FIX = {"&": "; for a boolean 'and' write 'and'", "|": "; for a boolean 'or' write 'or'",
+                "~": "; for a boolean 'not' write 'not'"}
 
 
 def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type]:
@@ -130,6 +139,9 @@ def parse(text: str, scope: Scope, want: Type | None = None) -> tuple[Expr, Type
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
+        foreign = _FOREIGN_OPERATOR.search(text)
+        if foreign is not None:
+            raise ExprError(foreign.start(), _FOREIGN_FIX[foreign.group()]) from None
         stripped = text.strip()
         col = (exc.offset or 0) - 1 if (exc.lineno or 1) == 1 else 0
         if col < 0:  # Python reports no offset when the text ends too early
@@ -180,11 +192,13 @@ class _Checker:
                     return Lit(-int(operand.value)), "int"
                 return Unary("-", operand), "int"
             symbol = _OPERATORS.get(type(node.op).__name__, type(node.op).__name__)
-            raise self.fail(node, f"operator '{symbol}' not allowed: the unary operators are 'not' and '-'")
+            raise self.fail(node, f"operator '{symbol}' not allowed: the unary operators are 'not' and '-'"
+                                  f"{_BITWISE_FIX.get(symbol, '')}")
         if isinstance(node, ast.BinOp):
             if not isinstance(node.op, (ast.Add, ast.Sub)):
                 symbol = _OPERATORS.get(type(node.op).__name__, type(node.op).__name__)
-                raise self.fail(node, f"operator '{symbol}' not allowed: integers have only '+' and '-'")
+                raise self.fail(node, f"operator '{symbol}' not allowed: integers have only '+' and '-'"
+                                      f"{_BITWISE_FIX.get(symbol, '')}")
             left, lt = self.check(node.left, d)
             right, rt = self.check(node.right, d)
             self.expect(node.left, lt, "int", "'+'/'-'")
@@ -221,7 +235,9 @@ class _Checker:
             if node.id in self.scope.states:
                 raise self.fail(node, f"state {shown(node.id)} may only appear in 'state in (...)'")
             hint = self.scope.hints.get(node.id)
-            raise self.fail(node, f"unknown name {shown(node.id)}" + (f" ({hint})" if hint else ""))
+            if hint:
+                raise self.fail(node, f"unknown name {shown(node.id)} ({hint})")
+            raise self.fail(node, f"unknown name {shown(node.id)}{did_you_mean(node.id, self.scope.symbols)}")
         return Ref(node.id, symbol.kind, symbol.type, symbol.slot, symbol.value), symbol.type
 
     def compare(self, node: ast.Compare, depth: int) -> tuple[Expr, Type]:
@@ -259,7 +275,7 @@ class _Checker:
             if not isinstance(item, ast.Name):
                 raise self.fail(item, "'state in (...)' takes state names")
             if item.id not in self.scope.states:
-                raise self.fail(item, f"unknown state {shown(item.id)}")
+                raise self.fail(item, f"unknown state {shown(item.id)}{did_you_mean(item.id, self.scope.states)}")
             names.append(item.id)
         if not names:
             raise self.fail(node, "'state in ()' needs at least one state")

@@ -188,6 +188,21 @@ class _Converter:
         source = self.text[start.index:end.index]
         return not (node.style == "'" and "''" in source) and not (node.style == '"' and "\\" in source)
 
+    def split_by_comma(self, node: yaml.MappingNode, previous: yaml.Node | None, key: yaml.Node,
+                       value: yaml.Node) -> str | None:
+        """A key with no value right after a plain scalar in ``{...}``: an unquoted comma cut
+        that scalar in two (``{expr: state in (A, B) or ok}`` reads a key ``B) or ok``)."""
+        if not node.flow_style or not isinstance(previous, yaml.ScalarNode) or previous.style is not None:
+            return None
+        if not isinstance(key, yaml.ScalarNode) or key.style is not None:
+            return None
+        if not (isinstance(value, yaml.ScalarNode) and value.tag == _NULL_TAG and value.value == ""):
+            return None
+        whole = self.text[previous.start_mark.index:key.end_mark.index]
+        quoted = '"' + whole.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return (f"the unquoted ',' in {shown(whole)} ends the value inside {{...}}, so {shown(key.value)} "
+                f"reads as a key: quote it: {quoted}")
+
     def convert(self, node: yaml.Node, path: Path) -> Any:
         self.nodes += 1
         mark = _mark(self.file, node.start_mark)
@@ -215,9 +230,15 @@ class _Converter:
         if node.tag != _MAP:
             self.errors.error(mark, _unsupported_tag(node.tag))
         result: dict[str, Any] = {}
+        previous: yaml.Node | None = None
         for key_node, value_node in node.value:
             key_mark = _mark(self.file, key_node.start_mark)
             self.nodes += 1
+            split = self.split_by_comma(node, previous, key_node, value_node)
+            previous = value_node
+            if split:
+                self.errors.error(key_mark, split)
+                continue
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
                 self.errors.error(key_mark, _key_problem(key_node))
                 continue
@@ -229,6 +250,37 @@ class _Converter:
             self.key_marks[path + (key,)] = key_mark
             result[key] = self.convert(value_node, path + (key,))
         return result
+
+
+_INDICATORS = {"*": "an alias", "&": "an anchor", "@": "a reserved character", "`": "a reserved character",
+               "%": "a directive"}
+
+
+def _quote_hint(text: str, exc: yaml.MarkedYAMLError) -> str:
+    """For a plain value YAML reads as syntax (a bare ``*``, a ``: `` inside it), say "quote it"
+    and show the quoted form."""
+    if "'\\t'" in (exc.problem or ""):
+        return "; indent with spaces: YAML does not allow tabs there"
+    lines = text.splitlines()
+    context = exc.context or ""
+    mark = exc.context_mark if "alias" in context or "anchor" in context else exc.problem_mark
+    if mark is None or mark.line >= len(lines):
+        return ""
+    line = lines[mark.line]
+    colon = "mapping values are not allowed" in (exc.problem or "")
+    if colon and ": " in line:
+        start = line.index(": ") + 2
+    elif not colon and mark.column < len(line) and line[mark.column] in _INDICATORS:
+        start = mark.column
+    else:
+        return ""
+    value = re.split(r"\s#|[,}\]]", line[start:])[0].strip()
+    if not value:
+        return ""
+    quoted = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if colon:
+        return f"; a ': ' inside a plain value starts a mapping: quote it: {quoted}"
+    return f"; a bare {value[0]!r} starts {_INDICATORS[value[0]]} in YAML: quote it: {quoted}"
 
 
 def load_document(raw: bytes, file: str) -> Document:
@@ -255,6 +307,7 @@ def load_document(raw: bytes, file: str) -> Document:
         problem = exc.problem or exc.context or "invalid YAML"
         if exc.problem and exc.context and exc.context_mark is not None:
             problem += f" ({exc.context} started at line {exc.context_mark.line + 1})"
+        problem += _quote_hint(text, exc)
         raise TableError([Diagnostic(mark, f"YAML syntax: {problem}")]) from None
     except yaml.reader.ReaderError as exc:
         prefix = text[: exc.position]

@@ -68,7 +68,7 @@ def test_a_killed_durable_run_resumes_without_running_an_effect_twice(tmp_path: 
     assert "effect: ExecuteTools" not in resumed.stdout
     assert "decision: unknown-effect run/5/0" in resumed.stdout
     assert "final state ShuttingDown" in resumed.stdout
-    view = agentfsm("journal", "j.db", "--json", cwd=tmp_path)
+    view = agentfsm("journal", "--store", "j.db", "--json", cwd=tmp_path)
     assert view.returncode == 0
     [run] = json.loads(view.stdout)["runs"]
     kinds = [r["kind"] for r in run["records"]]
@@ -82,16 +82,16 @@ def test_journal_reports_a_torn_tail_and_bad_paths(tmp_path: Path, capsys: pytes
     (tmp_path / "s.yaml").write_text(SCRIPT)
     db = tmp_path / "j.db"
     assert main(["run", LOOM, "--script", str(tmp_path / "s.yaml"), "--store", str(db)]) == 0
-    assert main(["journal", str(db)]) == 0
+    assert main(["journal", "--store", str(db)]) == 0
     out = capsys.readouterr().out
     assert "--LlmCompleted(tool_calls=1)--> ExecutingTools" in out and "now: ShuttingDown" in out
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE records SET body = body || ' ' WHERE seq = (SELECT max(seq) FROM records)")
-    assert main(["journal", str(db)]) == 1
+    assert main(["journal", "--store", str(db)]) == 1
     assert "torn tail at sequence" in capsys.readouterr().out
     assert main(["run", LOOM, "--script", str(tmp_path / "s.yaml"), "--store", str(db), "--resume"]) == 1
     assert "torn tail" in capsys.readouterr().out
-    assert main(["journal", str(tmp_path / "missing.db")]) == 2
+    assert main(["journal", "--store", str(tmp_path / "missing.db")]) == 2
     (tmp_path / "junk.db").write_text("not a database at all, just text" * 100)
-    assert main(["journal", str(tmp_path / "junk.db")]) == 2
+    assert main(["journal", "--store", str(tmp_path / "junk.db")]) == 2
     assert "not a journal store" in capsys.readouterr().err

@@ -157,7 +157,7 @@ def agentfsm(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def journal(cwd: Path) -> dict[str, Any]:
-    view = subprocess.run([AGENTFSM, "journal", "j.db", "--json"], capture_output=True, text=True, cwd=cwd,
+    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db", "--json"], capture_output=True, text=True, cwd=cwd,
                           timeout=60)
     assert view.returncode == 0, view.stderr
     [entry] = json.loads(view.stdout)["runs"]

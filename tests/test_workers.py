@@ -274,7 +274,7 @@ def test_a_durable_run_and_its_journal_take_store_urls(tmp_path: Path, pg_url: s
     for url in (f"sqlite:///{tmp_path}/run.db", f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schema}"):
         assert main(["run", str(loom), "--script", str(demo), "--store", url, "--workdir", str(tmp_path)]) == 0
         capsys.readouterr()
-        assert main(["journal", url, "--json"]) == 0
+        assert main(["journal", "--store", url, "--json"]) == 0
         [run] = json.loads(capsys.readouterr().out)["runs"]
         assert run["current"]["state"] == "ShuttingDown" and len(run["records"]) > 50
-    assert main(["journal", f"sqlite:///{tmp_path}/missing.db"]) == 2
+    assert main(["journal", "--store", f"sqlite:///{tmp_path}/missing.db"]) == 2

@@ -17,7 +17,7 @@ from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
 from agentfsm.verify.replay import violations
-from agentfsm.verify.report import Unverified, json_report, junit_suites, text_report
+from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
 from agentfsm.verify.system_commands import (
     first_trace,
     load_systems,
@@ -37,6 +37,7 @@ from agentfsm.cliutil import (
     EXIT_OK,
     BadInput,
     add_set_option,
+    deprecated,
     load_tables,
     parse_overrides,
 )
@@ -62,7 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              "invariant name, or a kind such as deadlock)")
     parser.add_argument("--max-configurations", type=_positive, metavar="N",
                         help="stop (exit 2) once more than N configurations are found, saying how far it got")
-    parser.add_argument("--verbose", action="store_true", help="list every unhandled (state, event) pair")
+    parser.add_argument("--verbose", action="store_true",
+                        help="list every unhandled (state, event) pair, not only the first few")
+    parser.add_argument("--summary", action="store_true",
+                        help="one line per table or system; the full report only where checks fail")
     parser.add_argument("--no-symmetry", dest="symmetry", action="store_false",
                         help="systems: explore every permutation of identical instances (no symmetry reduction)")
     parser.set_defaults(func=run_verify)
@@ -81,7 +85,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("export", help="export a table to another model checker's language",
                             description="Print the table as a Promela model for Spin (reachable configurations "
                                         "and invariant assertions match the verifier's).")
-    parser.add_argument("--promela", action="store_true", required=True, help="Promela for Spin")
+    parser.add_argument("--format", choices=("promela",), help="the output language: promela (Spin)")
+    parser.add_argument("--promela", action="store_true", help="deprecated spelling of --format promela")
     parser.add_argument("table", metavar="TABLE")
     add_set_option(parser)
     parser.set_defaults(func=run_export)
@@ -161,14 +166,17 @@ def run_verify(args: argparse.Namespace) -> int:
             continue
         results.append(verdict)
         seconds.append(elapsed)
-        if not args.json:
+        if args.summary and verdict.ok and not args.json:
+            print(summary_line(verdict, elapsed), flush=True)
+        elif not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
     system_verdicts = []
     for system in systems:
         system_verdict = verify_system(system, args.symmetry)
         system_verdicts.append(system_verdict)
         if not args.json:
-            print("\n".join(system_text_report(system_verdict)), flush=True)
+            lines = system_text_report(system_verdict)
+            print("\n".join(lines[:1] if args.summary and system_verdict.ok else lines), flush=True)
     if args.json:
         report = json_report(results)
         if system_verdicts:
@@ -257,6 +265,10 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.promela:
+        deprecated("export --promela", "export --format promela")
+    elif args.format is None:
+        raise BadInput("export needs --format promela (the only format so far)")
     if is_system_file(args.table):
         [system] = load_systems([args.table])
         try:

@@ -319,11 +319,15 @@ class CrashChecker:
         for kind, message in compare(ref, got, world.executions()):
             self.violate("lost-update" if kind == "outcome" else kind, where, message)
 
-    def check(self, progress: Callable[[int, int], None] | None = None) -> CrashReport:
+    def check(self, progress: Callable[[int, int], None] | None = None,
+              shard: tuple[int, int] = (0, 1)) -> CrashReport:
+        """Every scenario of every configuration; ``shard`` (K, N) takes only every Nth
+        configuration from the Kth, so that N processes share the work."""
         ex = explore(self.table)
         configs = [i for i in range(ex.count) if self.depth is None or len(ex.path(i)) <= self.depth]
         self.report.configurations = len(configs)
-        for done, i in enumerate(configs):
+        k, n = shard
+        for done, i in enumerate(configs[k::n]):
             prefix = ex.path(i)
             for mode in self.modes:
                 try:
@@ -337,5 +341,5 @@ class CrashChecker:
                     if self.races and mode == self.modes[-1]:
                         self.race(base, ledger, prefix, label)
             if progress is not None:
-                progress(done + 1, len(configs))
+                progress(done + 1, len(configs[k::n]))
         return self.report

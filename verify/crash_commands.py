@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
+from collections.abc import Callable
 
-from agentfsm.verify.crash import CrashChecker, CrashReport
+from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
 from agentfsm.verify.crash_kill import kill_scenarios
+from agentfsm.verify.forking import Forked
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables, parse_overrides
 
@@ -30,6 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              "during its recovery, and the run is recovered from SQLite")
     parser.add_argument("--snapshot-every", type=int, default=0, metavar="N",
                         help="write a snapshot every N records (recovery then starts from it)")
+    parser.add_argument("--jobs", type=int, default=0, metavar="N",
+                        help="share the scenarios among N processes forked from this one (default: one per CPU)")
     parser.add_argument("--approval", action="append", default=[], metavar="ACTION[=SECONDS]",
                         help="an action that asks the user for approval, with its lifetime (repeatable; "
                              "besides the actions the table marks 'approval:')")
@@ -50,41 +56,74 @@ def parse_approvals(items: list[str], actions: set[str]) -> dict[str, float | No
     return approvals
 
 
-def print_report(report: CrashReport) -> None:
+def print_report(report: CrashReport, seconds: float) -> None:
+    verdict = "ok" if report.ok else f"FAILED: {len(report.violations)} violations"
     print(f"{report.machine}: {report.configurations} configurations, {report.scenarios} scenarios, "
-          f"{report.boundaries} boundaries, {report.crashes} crashes, {report.double_crashes} crashes during "
-          f"recovery, {report.races} races, {report.kills} SIGKILLs ({report.recovery_kills} more during "
-          f"recovery), {report.approvals} scenarios with a pending "
-          "approval")
+          f"{report.crashes} crashes at {report.boundaries} boundaries, {report.double_crashes} during recovery, "
+          f"{report.races} races, {report.kills} SIGKILLs ({report.recovery_kills} more during recovery), "
+          f"{report.approvals} with a pending approval ({seconds:.1f}s): {verdict}")
     for v in report.violations[:20]:
         print(f"  {v.kind}: {v.scenario}\n    {v.message}")
     if len(report.violations) > 20:
         print(f"  ... and {len(report.violations) - 20} more violations")
-    print("ok" if report.ok else f"FAILED: {len(report.violations)} violations")
 
 
 def run_crash(args: argparse.Namespace) -> int:
     if args.depth is not None and args.depth < 0:
         raise BadInput("--depth must be 0 or more")
-    if args.kill < 0 or args.snapshot_every < 0:
-        raise BadInput("--kill and --snapshot-every must be 0 or more")
+    if args.kill < 0 or args.snapshot_every < 0 or args.jobs < 0:
+        raise BadInput("--kill, --snapshot-every and --jobs must be 0 or more")
     [table] = load_tables([args.table], args.overrides)
     if not any(a.effect == "external" for a in table.actions):
         message = f"{table.machine}: no external actions, nothing a crash could run twice; skipped"
         print(json.dumps({"ok": True, "machine": table.machine, "skipped": message}) if args.json else message)
         return EXIT_OK
     approvals = parse_approvals(args.approval, {a.name for a in table.actions})
-    checker = CrashChecker(table, approvals=approvals, depth=args.depth)
-    checker.options.snapshot_every = args.snapshot_every
-    progress = None
-    if not args.json and sys.stderr.isatty():
-        def progress(done: int, total: int) -> None:
-            print(f"\r  {done}/{total} configurations", end="" if done < total else "\n", file=sys.stderr)
-    report = checker.check(progress)
-    if args.kill:
-        kill_scenarios(checker, args.table, parse_overrides(args.overrides), args.kill)
+    jobs = args.jobs or len(os.sched_getaffinity(0))
+    start = time.perf_counter()
+    show = not args.json and sys.stderr.isatty()
+
+    def shard(k: int) -> CrashReport:
+        checker = CrashChecker(table, approvals=approvals, depth=args.depth)
+        checker.options.snapshot_every = args.snapshot_every
+        progress = None
+        if show and k == 0:
+            def progress(done: int, total: int) -> None:
+                print(f"\r  crashing {table.machine}: {done}/{total} configurations" + (
+                      f" (1 of {jobs} processes)" if jobs > 1 else ""), end="", file=sys.stderr, flush=True)
+        report = checker.check(progress, (k, jobs))
+        if progress is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        if args.kill:
+            kill_scenarios(checker, args.table, parse_overrides(args.overrides), args.kill, (k, jobs))
+        return report
+
+    report = shard(0) if jobs == 1 else merge([_shard_in_fork(shard, k) for k in range(jobs)])
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print_report(report)
+        print_report(report, time.perf_counter() - start)
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _shard_in_fork(shard: Callable[[int], CrashReport], k: int) -> Forked:
+    return Forked(lambda: json.dumps(shard(k).to_json()))
+
+
+def merge(children: list[Forked]) -> CrashReport:
+    """One report from the shards' reports: counts add up, violations join."""
+    parts = []
+    for child in children:
+        code, text = child.wait()
+        if code != 0:
+            raise RuntimeError(f"a crash-check process failed (exit {code}):\n{text}")
+        parts.append(json.loads(text))
+    report = CrashReport(str(parts[0]["machine"]), configurations=int(parts[0]["configurations"]))
+    for part in parts:
+        for name in COUNTS:
+            setattr(report, name, getattr(report, name) + int(part[name]))
+        report.violations += [Violation(v["kind"], v["scenario"], v["message"]) for v in part["violations"]]
+    return report
+
+
+COUNTS = ("scenarios", "boundaries", "crashes", "double_crashes", "kills", "recovery_kills", "races", "approvals")

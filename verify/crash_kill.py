@@ -27,6 +27,7 @@ from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
 from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_scenario, observe
 from agentfsm.verify.explore import Label, explore
+from agentfsm.verify.forking import Forked, ForkTimeout
 
 CHILD_TIMEOUT = 60.0
 
@@ -37,7 +38,14 @@ def _events(table_events: Sequence[Label]) -> str:
 
 def child(argv: Sequence[str]) -> int:
     """``MODE TABLE OVERRIDES DB LEDGER KILL_AT EVENTS APPROVALS``: run (MODE ``run``) or recover
-    (``recover``) and deliver the events, dying at boundary KILL_AT (0: never; counts them)."""
+    (``recover``) and deliver the events, dying at boundary KILL_AT (0: never); print how many
+    boundaries it passed."""
+    print(child_run(argv))
+    return 0
+
+
+def child_run(argv: Sequence[str]) -> int:
+    """The child's work (see ``child``); returns the boundaries passed, unless killed first."""
     mode, table_path, overrides, db, ledger, kill_at, events, approvals = argv
     table = load_table(table_path, json.loads(overrides))
     count = 0
@@ -54,8 +62,22 @@ def child(argv: Sequence[str]) -> int:
     run = opener(store, table, RUN, tools, options=options)
     for k, (name, values) in enumerate(json.loads(events)):
         run.deliver(name, table.event(name).param_dict(tuple(values)), event_id=f"e{k + 1}")
-    print(count)
-    return 0
+    store.close()
+    return count
+
+
+def forked(argv: Sequence[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``child_run(argv)`` in a child forked from this warm process, in ``cwd``: its own SQLite
+    connection and ledger file, killed by the same real SIGKILL; stdout carries the boundary
+    count, stderr the traceback."""
+    def work() -> str:
+        os.chdir(cwd)
+        return f"{child_run(argv)}\n"
+    try:
+        code, text = Forked(work).wait(timeout)
+    except ForkTimeout:
+        raise subprocess.TimeoutExpired(list(argv), timeout) from None
+    return subprocess.CompletedProcess(list(argv), code, text if code == 0 else "", text if code != 0 else "")
 
 
 def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, int]]:
@@ -90,7 +112,6 @@ class _Children:
     def __init__(self, checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], tmp: Path,
                  events: Sequence[Label]) -> None:
         self.checker = checker
-        self.head = [sys.executable, "-m", "agentfsm.verify.crash_kill"]
         self.tail = [str(Path(table_path).resolve()), json.dumps(dict(overrides))]
         self.rest = [_events(events), json.dumps(dict(checker.options.approvals))]
         self.tmp = tmp
@@ -98,10 +119,9 @@ class _Children:
     def run(self, mode: str, kill_at: int, where: str, directory: Path | None = None) -> (
             subprocess.CompletedProcess[str] | None):
         place = directory or self.tmp
-        argv = [*self.head, mode, *self.tail, str(place / "journal.db"), str(place / "ledger"), str(kill_at),
-                *self.rest]
+        argv = [mode, *self.tail, str(place / "journal.db"), str(place / "ledger"), str(kill_at), *self.rest]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=self.tmp)
+            proc = forked(argv, self.tmp, CHILD_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
             return None
@@ -124,12 +144,16 @@ class _Children:
         return int(proc.stdout.split()[-1])
 
 
-def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], n: int) -> None:
+def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], n: int,
+                   shard: tuple[int, int] = (0, 1)) -> None:
     """Run ``n`` SIGKILL scenarios and add them (and their violations) to the checker's report: each
     kills the run at a boundary of its step, then kills its recovery at one of that recovery's
-    boundaries (spread over them), then recovers for good."""
+    boundaries (spread over them), then recovers for good. ``shard`` (K, N): only every Nth
+    scenario from the Kth."""
     table = checker.table
     for k, (prefix, label, before, point) in enumerate(pick(checker, n)):
+        if k % shard[1] != shard[0]:
+            continue
         events = [*prefix, label]
         where = f"{describe_scenario(table, prefix, label)}; SIGKILL at boundary {point} of the step"
         base, ledger = checker.prefix(prefix, "plain")

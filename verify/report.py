@@ -61,6 +61,15 @@ def text_report(verdict: Verdict, seconds: float, verbose: bool = False) -> list
     return lines
 
 
+def summary_line(verdict: Verdict, seconds: float) -> str:
+    """The whole verdict on one line (``verify --summary``, what ``make verify`` prints)."""
+    ex, table = verdict.exploration, verdict.table
+    failed = sum(not c.ok for c in verdict.checks)
+    word = f"{len(verdict.checks)} checks hold" if not failed else f"{failed} of {len(verdict.checks)} checks FAILED"
+    return (f"{table.file}: {table.machine}: {ex.count:,} configurations, {ex.transitions:,} transitions, "
+            f"{word} ({seconds:.2f}s)")
+
+
 def check_json(check: CheckResult) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": check.kind, "name": check.name, "ok": check.ok, "message": check.message,
                            "counterexample": check.trace.step_dicts() if check.trace is not None else None}

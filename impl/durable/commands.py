@@ -30,7 +30,7 @@ from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
 from agentfsm.spec import Table, bundled_tables, load_table
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, load_tables
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, deprecated, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                         "every step: previous and next configuration, event, reason, effects) and "
                                         "the run's current state, pending decisions and approvals. Exit 0, 1 when "
                                         "a journal is corrupt or torn, 2 on bad input.")
-    parser.add_argument("path", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
+    parser.add_argument("--store", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
+    parser.add_argument("path", nargs="?", metavar="URL", help="deprecated spelling of --store URL")
     parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -218,7 +219,14 @@ def describe(record: Record) -> str:
 
 
 def run_journal(args: argparse.Namespace) -> int:
-    store = _open_store(args.path, must_exist=True)
+    if args.path is not None:
+        if args.store is not None:
+            raise BadInput("give the store once: --store URL")
+        deprecated("journal URL", "journal --store URL")
+    url = args.store or args.path
+    if url is None:
+        raise BadInput("journal needs --store URL")
+    store = _open_store(url, must_exist=True)
     runs = store.runs() if args.run_id is None else [args.run_id]
     status = EXIT_OK
     out: list[dict[str, JSON]] = []

@@ -66,7 +66,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_set_option(w)
     w.set_defaults(func=run_worker)
 
-    j = sub.add_parser("jobs", help="list the runs queued in a shared store and their status")
+    j = sub.add_parser("jobs", help="list the runs queued in a shared store and their status",
+                       description="List every run queued in a shared store: its machine, status (queued, done, "
+                                   "blocked on a user decision, failed), the worker holding its lease, how often "
+                                   "it was claimed and its outcome; then the count per status. Exit 0, 2 on bad "
+                                   "input.")
     j.add_argument("--store", required=True, metavar="URL", help=STORE_HELP)
     j.add_argument("--json", action="store_true", help="print one JSON object")
     j.set_defaults(func=run_jobs)
