@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from agentfsm.diagrams.dot import internal_edges, to_dot
+from agentfsm.diagrams.dot import to_dot
 from agentfsm.diagrams.mermaid import state_ids, to_mermaid
-from agentfsm.diagrams.model import ANY, build, line_of
+from agentfsm.diagrams.model import ANY, build, internal_edges, line_of
 from agentfsm.diagrams.output import picture
 from agentfsm.spec import Table, load_table, load_table_bytes
 from conftest import TABLES
