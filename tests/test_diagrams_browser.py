@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentfsm.diagrams.mermaid import to_mermaid
@@ -43,11 +44,11 @@ def test_the_browser_check_sees_a_collapsed_space() -> None:
     assert before == ['" / SendLlmRequest": 16 of 17 drawn'] and after == []
 
 
-def overlapping_labels(texts: list[str]) -> list[dict[str, object]]:
+def overlapping_labels(texts: list[str]) -> list[dict[str, Any]]:
     assert MERMAID_JS.is_file(), "Mermaid is not installed: run scripts/setup.sh (npm ci in tests/mermaid)"
     page = ((PAGES / "mermaid-layout.html").read_text().replace("MERMAID_JS", MERMAID_JS.as_uri())
             .replace("TEXTS_JSON", json.dumps(texts)))
-    result: list[dict[str, object]] = page_result(page)
+    result: list[dict[str, Any]] = page_result(page)
     return result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,12 @@ def test_a_rejected_step_and_a_loop_are_noted(loom: Table) -> None:
     assert "step 4: UserInput rejected in CallingLlm" in overlay.notes
     assert overlay.notes[-1] == "steps 2..4 repeat forever"
     assert overlay.marks[5].steps == (2,) and overlay.marks[14].steps == (3,)
+    # the caption, lasso included, in both formats
+    diagram = build(loom, overlay)
+    source = to_dot(diagram)
+    title = next(line for line in to_mermaid(diagram).splitlines() if line.startswith("title: "))
+    for note in overlay.notes:
+        assert escape(note) in source and note in title
 
 
 def test_a_step_that_breaks_the_table_is_drawn_as_the_violation() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from agentfsm.diagrams.dot import internal_edges, to_dot
+from agentfsm.diagrams.dot import to_dot
 from agentfsm.diagrams.mermaid import state_ids, to_mermaid
-from agentfsm.diagrams.model import ANY, build, line_of
-from agentfsm.diagrams.output import picture
+from agentfsm.diagrams.model import ANY, build, internal_edges, line_of
+from agentfsm.diagrams.output import dot_source, picture
 from agentfsm.spec import Table, load_table, load_table_bytes
-from conftest import TABLES
+from conftest import SPEC, TABLES
 from diagram_reading import expected_mermaid, mermaid_edges, source_of, squash, svg_graph, svg_row_text
 
 WILD = b"""
@@ -154,3 +156,22 @@ transitions:
     text = to_mermaid(diagram)
     assert '    state "state" as s_state\n' in text
     assert f"    {ids[ANY]} --> s_end : Quit\n" in text
+
+
+def test_every_picture_has_a_legend_of_the_marks_it_uses(table: Table) -> None:
+    diagram = build(table)
+    caption = squash(to_dot(diagram).split("label=<", 1)[1].split(">>", 1)[0])
+    title = next(line for line in to_mermaid(diagram).splitlines() if line.startswith("title: "))
+    assert "Legend:" in caption and "legend: Event [guard] / Action" in title
+    transient = any(s.transient for s in table.states)
+    assert ("transientstate" in caption) == transient and ("◇ transient state" in title) == transient
+    assert ("doubleborder:finalstate" in caption) == any(s.final for s in table.states)
+    assert ("dashed:anystate" in caption) == any(row.wildcard for row in table.rows)
+
+
+def test_the_narrower_layout_is_kept() -> None:
+    """The vibework table, whose states all lead into two sinks, is narrower left to right."""
+    ranks = {name: re.search(r"rankdir=(\w+)", dot_source(build(load_table(SPEC / f"{name}.yaml"))))
+             for name in ("loom-agent", "vibework-agent")}
+    assert {name: match.group(1) if match else None for name, match in ranks.items()} == {
+        "loom-agent": "TB", "vibework-agent": "LR"}
