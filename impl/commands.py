@@ -14,8 +14,9 @@ from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.spec import load_table
 
-from agentfsm.cliutil import BadInput, add_set_option, load_tables
+from agentfsm.cliutil import BadInput, add_set_option, load_tables, parse_overrides
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,6 +67,8 @@ def run_run(args: argparse.Namespace) -> int:
         if args.store is not None:
             return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)
+    if table.runtime:  # an agent serves the table's runtime limits, not its verification bounds
+        table = load_table(args.table, {**table.runtime, **parse_overrides(args.overrides)})
     if args.workdir is not None:
         workdir = Path(args.workdir)
     elif script.workdir is not None:

@@ -44,6 +44,7 @@ from agentfsm.impl.llm.client import (
 from agentfsm.spec import Table
 
 INTERRUPTED = "Interrupted"
+ExecutionStatus = Literal["Pending", "Running", "Completed"]
 
 
 class Display(Protocol):
@@ -128,7 +129,8 @@ class LoomAgent(Driver):
                      "RunPostToolsHook": self._run_post_tools_hook, "DisplayMessage": self._display_message,
                      "DisplayError": self._display_error, "Shutdown": lambda ctx: self.cancel_all()},
             on_event={"UserInput": self._user_input, "LlmCompleted": self._llm_completed,
-                      "LlmError": self._llm_error, "ToolCompleted": self._tool_completed},
+                      "LlmError": self._llm_error, "ToolProgress": self._tool_progress,
+                      "ToolCompleted": self._tool_completed},
             on_enter={"Error": self._start_retry_timer, "WaitingForUserInput": self._turn_ended})
         self.llm = llm
         self.toolbox = toolbox or Toolbox(builtin_tools(self.config.workdir, self.config.command_timeout),
@@ -142,6 +144,7 @@ class LoomAgent(Driver):
         self._interrupted = False
         self._partial = ResponseBuilder()
         self._batch: list[ToolCall] = []
+        self.executions: dict[str, ExecutionStatus] = {}  # the batch's calls by id: Pending -> Running -> Completed
         self._results: list[ToolResult] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._last_error = ""
@@ -159,11 +162,12 @@ class LoomAgent(Driver):
     def _llm_completed(self, ctx: ActionContext) -> None:
         response: LlmResponse | None = ctx.envelope.payload
         self._partial = ResponseBuilder()
-        self._batch, self._results = [], []
+        self._batch, self._results, self.executions = [], [], {}
         if response is None or (not response.text and not response.tool_calls):
             return
         self.conversation.append(response.as_message())
         self._batch = list(response.tool_calls[:self.max_tools])
+        self.executions = {call.id: "Pending" for call in self._batch}
         for extra in response.tool_calls[self.max_tools:]:  # the table bounds a batch; say so to the model
             self._record(ToolResult(extra.id, extra.name, f"not run: at most {self.max_tools} tool calls "
                                     "per response", True))
@@ -171,8 +175,26 @@ class LoomAgent(Driver):
     def _llm_error(self, ctx: ActionContext) -> None:
         self._last_error = str(ctx.envelope.payload or "LLM request failed")
 
+    def _tool_progress(self, ctx: ActionContext) -> None:
+        call_id = str(ctx.envelope.payload)
+        if self.executions.get(call_id) == "Pending":
+            self.executions[call_id] = "Running"
+
     def _tool_completed(self, ctx: ActionContext) -> None:
-        self._record(ctx.envelope.payload)
+        result: ToolResult = ctx.envelope.payload
+        self.executions[result.call_id] = "Completed"
+        self._record(result)
+
+    def apply(self, envelope: Envelope) -> Outcome | None:
+        """A second completion of one call id is not another call: logged and dropped before the
+        table sees it (the seed's executions are per call id, not a count)."""
+        payload = envelope.payload
+        if envelope.event == "ToolCompleted" and isinstance(payload, ToolResult) \
+                and self.executions.get(payload.call_id) == "Completed":
+            self.log.warning("%s: dropped a second completion of tool call %s", self.name, payload.call_id,
+                             extra={"agent": self.name, "event": envelope.event})
+            return None
+        return super().apply(envelope)
 
     def _record(self, result: ToolResult) -> None:
         self._results.append(result)
@@ -243,6 +265,7 @@ class LoomAgent(Driver):
             elif not self._begin(pending):
                 return
             else:
+                activity.feed(self, "ToolProgress", payload=call.id)  # Pending -> Running
                 result, ran, via = await self.toolbox.execute(call), True, "run"
         report = self._report(pending, "completed", asdict(result), via)
         activity.feed(self, "ToolCompleted", payload=result, effect=report,
