@@ -88,6 +88,9 @@ def run_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
+    if player is not None and args.store is not None:
+        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet (only the Loom agent and "
+                       "event scripts can); run it without --store")
     if player is not None:
         unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
         if unknown:
