@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import PLAYERS, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
@@ -88,16 +89,19 @@ def run_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
-    if player is not None and args.store is not None:
-        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet (only the Loom agent and "
-                       "event scripts can); run it without --store")
+    if player is not None and args.store is not None and table.machine not in DURABLE_PLAYERS:
+        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet; run it without --store")
     if player is not None:
         unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
         if unknown:
             raise BadInput(f"{args.script}: setting {unknown[0]!r} does not apply to {table.machine} (it takes "
                            f"{', '.join(sorted(SETTINGS_OF[table.machine]))})")
-        return asyncio.run(player(Run(table, script, workdir, reporter, args.timeout, model,
-                                      args.permission_policy)))
+        run = Run(table, script, workdir, reporter, args.timeout, model, args.permission_policy)
+        if args.store is not None:
+            play = player
+            return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model,
+                                                      lambda durable: play(dataclasses.replace(run, durable=durable)))
+        return asyncio.run(player(run))
     try:
         if args.store is not None:
             return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model)

@@ -220,7 +220,7 @@ def test_explorer_runtime_turn_budget_is_the_recommended_twelve(tmp_path: Path,
 # -- the options every agent must honour --------------------------------------------------------
 
 
-@pytest.mark.parametrize("machine", ["vibework-agent", "explorer-evaluator", "tool-call"])
+@pytest.mark.parametrize("machine", ["vibework-agent", "tool-call"])
 def test_store_is_never_silently_ignored(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "s.yaml"
     script.write_text(json.dumps({"inputs": ["go"], "replies": ["ok"]}))

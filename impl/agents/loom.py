@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
 from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, STEP, Record
+from agentfsm.impl.durable.journal import JSON, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine, Outcome
@@ -91,14 +92,6 @@ class LoomConfig:
 
 
 Hook = Callable[[Path, list[ToolResult]], Awaitable[bool]]
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A journaled effect an activity performs (durable runs): its key, and whether it is a retry."""
-
-    key: str
-    retry: bool = False
 
 
 def response_json(response: LlmResponse | None) -> JSON:
@@ -212,10 +205,10 @@ class LoomAgent(Driver):
 
     def _report(self, pending: Pending | None, outcome: Literal["completed", "failed"], result: JSON,
                 via: str = "run") -> Report | None:
-        return None if pending is None else Report(pending.key, outcome, result, via)
+        return report(pending, outcome, result, via)
 
     def _begin(self, pending: Pending | None) -> bool:
-        return pending is None or self.durability is None or self.durability.begin(pending.key, pending.retry)
+        return begin_effect(self, pending)
 
     def _send_llm_request(self, ctx: ActionContext) -> None:
         self._request_llm(None)
@@ -409,15 +402,7 @@ class LoomAgent(Driver):
         """Replay the journaled payloads through the context hooks (nothing is displayed again)."""
         shown, self.display = self.display, Transcript()
         try:
-            for record in records:
-                body = record.body
-                hook = self.on_event.get(str(body.get("event"))) if record.kind == STEP else None
-                if hook is None:
-                    continue
-                nxt = body["next"]
-                envelope = Envelope(body["event"], body["params"], self._payload(body["event"], body.get("payload")))
-                hook(ActionContext(self, envelope, Outcome(True, nxt["state"], nxt["vars"], tuple(body["actions"]),
-                                                           body["status"])))
+            replay(self, records, self._payload)
         finally:
             self.display = shown
 

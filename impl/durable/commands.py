@@ -9,8 +9,9 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.journal import (
@@ -138,12 +139,16 @@ class RunFailed(Exception):
 
 
 def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespace, reporter: Reporter,
-                      workdir: Path, model: LlmClient | None) -> int:
-    """Play an agent script through a durable run of the async driver; ``--resume`` recovers it first."""
+                      workdir: Path, model: LlmClient | None,
+                      player: Callable[[Durability], Coroutine[Any, Any, int]] | None = None) -> int:
+    """Play an agent script through a durable run of the async driver (the Loom agent's, or
+    ``player``'s); ``--resume`` recovers it first."""
     store = _open_run_store(args)
     durable = Durability(store, args.run_id, args.resume, _decisions(args.decide))
     try:
         with _journal_errors(args):
+            if player is not None:
+                return asyncio.run(player(durable))
             return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
     except RunFailed as exc:
         reporter.note("error", str(exc))
