@@ -11,7 +11,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow lint typecheck bench clean diagrams pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES)
 
-verify: check explore diagrams crash
+verify: check explore diagrams crash crash-agents
 
 # Exhaustive exploration and every named check of every bundled table.
 explore: setup
@@ -37,6 +37,12 @@ diagrams: setup
 # external actions is skipped with a note), with real SIGKILLs also during recovery.
 crash: setup
 	@printf '%s\n' $(TABLES) | xargs -P 2 -I TABLE $(BIN)/agentfsm crash TABLE --kill 8
+
+# Crash the agents themselves, not only their tables: each durable agent's demo is played by
+# `agentfsm run --store` children SIGKILLed at write boundaries, resumed and compared.
+AGENT_DEMOS := spec/loom-agent.yaml:examples/loom-demo.yaml spec/explorer-evaluator.yaml:examples/explorer-evaluator-agent.yaml
+crash-agents: setup
+	@printf '%s\n' $(AGENT_DEMOS) | tr ':' ' ' | xargs -P 2 -L 1 sh -c '$(BIN)/agentfsm crash "$$0" --agent-script "$$1" --kill 2'
 
 lint: setup
 	$(BIN)/ruff check .

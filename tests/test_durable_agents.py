@@ -23,7 +23,7 @@ from agentfsm.impl.llm.client import ScriptedLlm
 from agentfsm.impl.script import AgentScript, load_script
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import load_table
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from test_driver_loom import run
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
@@ -116,3 +116,24 @@ def test_explorer_sigkilled_at_a_boundary_resumes_to_the_same_end(kill_at: int, 
         [r for r in outcome(reference.stdout) if r[0] == "result"]
     again = agentfsm("explorer-evaluator", "--store", "j.db", "--resume", cwd=cwd)
     assert again.returncode == 0 and not trail(again.stdout), "ended runs are not played again"
+
+
+def test_crash_agent_script_kills_resumes_and_compares(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["crash", str(ROOT / "spec" / "explorer-evaluator.yaml"), "--agent-script",
+                              str(EXAMPLES / DEMOS["explorer-evaluator"]), "--kill", "1", "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0, out + err
+    assert report["ok"] and report["kills"] == 1 and report["boundaries"] > 20 and report["violations"] == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["spec/explorer-evaluator.yaml", "--agent-script", "examples/explorer-evaluator-agent.yaml"], "--kill N"),
+    (["spec/vibework-agent.yaml", "--agent-script", "examples/vibework-agent-agent.yaml", "--kill", "1"],
+     "cannot run durably"),
+    (["spec/tool-call.yaml", "--agent-script", "examples/tool-call-demo.yaml", "--kill", "1"], "an event script"),
+    (["spec/loom-agent.yaml", "--agent-script", "examples/loom-demo.yaml", "--kill", "1", "--depth", "2"],
+     "takes only --kill"),
+])
+def test_crash_agent_script_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["crash", *[str(ROOT / a) if a.endswith(".yaml") else a for a in args]], capsys)
+    assert code == 2 and message in err and "Traceback" not in err

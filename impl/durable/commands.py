@@ -97,18 +97,25 @@ def _open_store(url: str, must_exist: bool, on_boundary: Boundary | None = None)
         raise BadInput(str(exc)) from None
 
 
+class KillAt:
+    """``--kill-at N`` (tests, ``agentfsm crash --agent-script``): SIGKILL this process at its Nth
+    write boundary; ``count`` is how many it passed (reported when the run ends alive)."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.count = at, 0
+
+    def __call__(self, phase: str, label: str) -> None:
+        self.count += 1
+        if self.count == self.at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _open_run_store(args: argparse.Namespace) -> Store:
-    """The run's store; ``--kill-at N`` (tests) SIGKILLs this process at its Nth write boundary."""
+    """The run's store, with the ``--kill-at`` hook (kept as ``args.kill_hook``)."""
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
-    boundary: Boundary | None = None
-    if args.kill_at is not None:
-        points = iter(range(1, args.kill_at + 1))
-
-        def boundary(phase: str, label: str) -> None:
-            if next(points, None) == args.kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-    return _open_store(args.store, args.resume, boundary)
+    args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at)
+    return _open_store(args.store, args.resume, args.kill_hook)
 
 
 def _decisions(items: list[str]) -> dict[str, str]:
@@ -157,6 +164,8 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
         raise BadInput(str(exc)) from None
     finally:
         store.close()
+        if args.kill_hook is not None:
+            reporter.note("boundaries", str(args.kill_hook.count))
 
 
 def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:
