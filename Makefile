@@ -42,7 +42,7 @@ crash: setup
 # `agentfsm run --store` children SIGKILLed at write boundaries, resumed and compared.
 AGENT_DEMOS := spec/loom-agent.yaml:examples/loom-demo.yaml spec/explorer-evaluator.yaml:examples/explorer-evaluator-agent.yaml
 crash-agents: setup
-	@printf '%s\n' $(AGENT_DEMOS) | tr ':' ' ' | xargs -P 2 -L 1 sh -c '$(BIN)/agentfsm crash "$$0" --agent-script "$$1" --kill 2'
+	@printf '%s\n' $(AGENT_DEMOS) | tr ':' ' ' | xargs -P 2 -L 1 sh -c '$(BIN)/agentfsm crash "$$0" --agent-script "$$1" --kill 1'
 
 lint: setup
 	$(BIN)/ruff check .

@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 
 import pytest
+from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, plan_steps
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedQuestions
 from agentfsm.impl.agents.tools import ToolResult
@@ -215,6 +217,40 @@ def test_explorer_runtime_turn_budget_is_the_recommended_twelve(tmp_path: Path,
              and line["actions"][-1].startswith("Call")]
     assert code == 0 and len(calls) == 12
     assert [line["text"] for line in lines if line["kind"] == "result"] == ["task 1: OutOfTurns: no answer"]
+
+
+def test_explorer_view_shows_a_files_structure_and_symbols(tmp_path: Path) -> None:
+    """'$(view path) - file structure/symbols'; '$(view path:start-end) - specific lines'."""
+    (tmp_path / "llm.rs").write_text("use std::fmt;\n\npub enum Provider {\n    Anthropic,\n    OpenAI,\n}\n\n"
+                                     "impl Provider {\n    pub fn name(&self) -> &str { \"x\" }\n}\n")
+    (tmp_path / "notes.txt").write_text("one\ntwo\n")
+    runner = CommandRunner(tmp_path)
+    outline = run(runner.run(Command("view", "llm.rs")))
+    assert outline.splitlines() == ["llm.rs: 10 lines, 3 symbols (view llm.rs:START-END for lines)",
+                                    "3: pub enum Provider {", "8: impl Provider {",
+                                    "9:     pub fn name(&self) -> &str { \"x\" }"]
+    assert run(runner.run(Command("view", "llm.rs:4-5"))) == "4:     Anthropic,\n5:     OpenAI,"
+    assert run(runner.run(Command("view", "notes.txt"))) == "1: one\n2: two"  # no symbols: its text
+
+
+@pytest.mark.parametrize(("plan", "reported"), [("1. Find main.rs\n2. Read its structs", False),
+                                                ("- a\n- b\n- c\n- d", False),
+                                                ("Just look around.", True),
+                                                ("1. a\n2. b\n3. c\n4. d\n5. e", True)])
+def test_explorer_plan_of_two_to_four_steps_is_checked(plan: str, reported: bool, tmp_path: Path) -> None:
+    """The planner 'Creates a 2-4 step plan': another plan is kept and reported as a violation."""
+    table = load_table(SPEC / "explorer-evaluator.yaml")
+    agent = ExplorerEvaluatorAgent(table, ScriptedLlm([[Say(plan)], [Say("nothing")], [Say("$(answer x)")]]),
+                                   config=ExplorerConfig(workdir=tmp_path))
+
+    async def main() -> None:
+        async with agent:
+            agent.ask("q", plan=True)
+            await agent.wait_done()
+    run(main())
+    assert agent.plan == plan and agent.answer == "x"
+    assert bool(agent.violations) == reported and plan_steps(plan) == len(
+        [line for line in plan.splitlines() if line[:1] in "-123456789"])
 
 
 # -- the options every agent must honour --------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,11 @@ def outputs_json(turn: int, outputs: Outputs) -> JSON:
 def outputs_from_json(data: JSON) -> tuple[int, Outputs]:
     return int(data["turn"]), [(Command(str(name), str(argument)), str(output))
                                for name, argument, output in data["outputs"]]
+
+
+def plan_steps(plan: str) -> int:
+    """The steps of a plan: its numbered or bulleted lines (``1.``, ``2)``, ``-``, ``*``)."""
+    return sum(1 for line in plan.splitlines() if re.match(r"\s*(?:\d+[.)]|[-*])\s+\S", line))
 
 
 PLANNER_PROMPT = """You are a PLANNER. Given only the task, write a plan of 2-4 short numbered steps for
@@ -291,7 +297,12 @@ class ExplorerEvaluatorAgent(Driver):
     # -- the other actions ---------------------------------------------------------------
 
     def _record_plan(self, ctx: ActionContext) -> None:
+        """Keep the plan for the explorer; one not of "2-4 step[s]" (the seed) is kept and reported."""
         self.plan = str(ctx.envelope.payload).strip()
+        steps = plan_steps(self.plan)
+        if not 2 <= steps <= 4:
+            self.violations.append(f"the plan has {steps} steps, not 2-4")
+            self.narrator.note("violation", f"the planner's plan has {steps} steps; the seed asks for 2-4")
 
     def _run_commands(self, pending: Pending | None) -> None:
         commands = self._commands
