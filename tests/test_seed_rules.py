@@ -12,6 +12,7 @@ format's `unhandled.anomaly`/`feed` and `runtime:` fields are checked like every
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
 from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, plan_steps
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
-from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedQuestions
+from agentfsm.impl.agents.prompts import FrontendQuestions, ScriptedPermissions, ScriptedQuestions
 from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import Envelope
@@ -198,6 +199,42 @@ def test_vibework_runtime_serves_every_tool_call_of_a_response(vibework: Table, 
     run(main())
     results = [m for m in agent.conversation if m["role"] == "tool"]
     assert len(results) == 5 and not any("not run" in str(m["content"]) for m in results)
+
+
+def test_vibework_answers_are_matched_to_their_request_id(vibework: Table, tmp_path: Path) -> None:
+    """WaitingForUserInput's 'request_id: ID to match request/response': a frontend answers by id;
+    a withdrawn request's id answers nothing."""
+    replies: list[list[ReplyStep]] = [[Call("AskUserQuestion", {"questions": ["Which?"]})], [Say("ok")],
+                                      [Call("AskUserQuestion", {"questions": ["Again?"]})]]
+    frontend = FrontendQuestions()
+    agent = VibeworkAgent(vibework, ScriptedLlm(replies), config=VibeworkConfig(workdir=tmp_path),
+                          permissions=ScriptedPermissions([]), questions=frontend, display=Transcript())
+
+    async def main() -> tuple[str, str]:
+        async with agent:
+            agent.send_input("ask me")
+            while not frontend.open:  # published by the activity, after the step
+                await asyncio.sleep(0.01)
+            first = agent.detail().request_id
+            assert first is not None and list(frontend.open) == [first]
+            with pytest.raises(KeyError):
+                frontend.answer("session-1/q99", ["no"])
+            with pytest.raises(ValueError):
+                frontend.answer(first, ["a", "b"])
+            frontend.answer(first, ["this one"])
+            await agent.wait_settled()
+            agent.send_input("ask again")
+            while not frontend.open:  # published by the activity, after the step
+                await asyncio.sleep(0.01)
+            second = agent.detail().request_id
+            assert second is not None
+            await agent.interrupt()  # the questions are withdrawn
+            with pytest.raises(KeyError):
+                frontend.answer(second, ["too late"])
+            return first, second
+    first, second = run(main())
+    assert first != second and agent.state() == "Done"
+    assert "Q: Which?\nA: this one" in [m["content"] for m in agent.conversation if m["role"] == "tool"]
 
 
 # -- Explorer/evaluator (seed 001) ------------------------------------------------------------
