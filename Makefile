@@ -14,7 +14,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash test test-slow lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow lint typecheck bench clean diagrams pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -26,7 +26,7 @@ $(STAMP):
 check: setup
 	$(BIN)/agentfsm check $(TABLES) $(SYSTEMS) $(BROKEN_SYSTEMS)
 
-verify: check explore diagrams crash
+verify: check explore diagrams crash crash-agents
 
 # Exhaustive exploration and every named check of every bundled table and system.
 explore: setup
@@ -43,6 +43,12 @@ diagrams: setup
 # at a time, its scenarios shared by one forked process per CPU; one summary line per table.
 crash: setup
 	@status=0; for table in $(TABLES); do $(BIN)/agentfsm crash $$table --kill 8 || status=1; done; exit $$status
+
+# Crash the agents themselves, not only their tables: each durable agent's demo is played by
+# `agentfsm run --store` children SIGKILLed at write boundaries, resumed and compared.
+AGENT_DEMOS := spec/loom-agent.yaml:examples/loom-demo.yaml spec/explorer-evaluator.yaml:examples/explorer-evaluator-agent.yaml
+crash-agents: setup
+	@printf '%s\n' $(AGENT_DEMOS) | tr ':' ' ' | xargs -P 2 -L 1 sh -c '$(BIN)/agentfsm crash "$$0" --agent-script "$$1" --kill 1'
 
 lint: setup
 	$(BIN)/ruff check .

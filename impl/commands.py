@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import PLAYERS, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.spec import load_table
 
-from agentfsm.cliutil import BadInput, add_set_option, load_tables
+from agentfsm.cliutil import BadInput, add_set_option, load_tables, parse_overrides
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,6 +75,8 @@ def run_run(args: argparse.Namespace) -> int:
         if args.store is not None:
             return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)
+    if table.runtime:  # an agent serves the table's runtime limits, not its verification bounds
+        table = load_table(args.table, {**table.runtime, **parse_overrides(args.overrides)})
     if args.workdir is not None:
         workdir = Path(args.workdir)
     elif script.workdir is not None:
@@ -101,19 +104,25 @@ def run_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
+    if player is not None and args.store is not None and table.machine not in DURABLE_PLAYERS:
+        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet; run it without --store")
     if player is not None:
         unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
         if unknown:
             raise BadInput(f"{args.script}: setting {unknown[0]!r} does not apply to {table.machine} (it takes "
                            f"{', '.join(sorted(SETTINGS_OF[table.machine]))})")
         run = Run(table, script, workdir, reporter, args.timeout, model, args.permission_policy)
+        if args.store is not None:
+            play = player
+            return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model,
+                                                      lambda durable: play(dataclasses.replace(run, durable=durable)))
 
-        async def play() -> int:
+        async def play_closing() -> int:
             try:
                 return await player(run)
             finally:
                 await close_client(model)
-        return asyncio.run(play())
+        return asyncio.run(play_closing())
     try:
         if args.store is not None:
             return durable_commands.run_durable_agent(table, script, args, reporter, workdir, model)

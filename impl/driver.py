@@ -396,6 +396,8 @@ class Driver:
                                                  "event": envelope.event, "from_state": previous})
             return None
         self._publish(previous, envelope, outcome, seq)
+        if outcome.status == "rejected":
+            self._on_rejected()
         context = ActionContext(self, envelope, outcome)
         if outcome.status == "fired":
             hook = self.on_event.get(envelope.event)
@@ -417,6 +419,16 @@ class Driver:
         if self.durability is not None:
             self.durability.flush()
         return outcome
+
+    def _on_rejected(self) -> None:
+        """A rejected event, as the table's ``unhandled`` says: ``halt`` stops automatic progress
+        (in memory as in a durable run), ``log`` goes on (the step was logged as a warning);
+        ``feed`` delivers its event next."""
+        unhandled = self.table.unhandled
+        if unhandled.anomaly == "halt":
+            self.halt()
+        elif unhandled.feed is not None:
+            self.feed(unhandled.feed)
 
     def halt(self) -> None:
         """Stop the pump after the current item: automatic progress must stop (a durable anomaly)."""

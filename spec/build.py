@@ -249,10 +249,11 @@ class _Builder:
         event_index = {e.name: e for e in events}
         action_index = {a.name: a for a in actions}
         rows = self.rows(states, event_index, action_index, len(variables))
-        unhandled = self.unhandled(action_index)
+        unhandled = self.unhandled(action_index, event_index)
         invariants = self.invariants(event_index)
         properties = self.properties(event_index)
         fairness = self.fairness(event_index)
+        runtime = self.runtime_constants()
         for state in states:
             if state.transient and not any(spec["from"] == state.name for spec in self.data["transitions"]):
                 self.errors.error(self.key_mark("states", state.name),
@@ -279,7 +280,20 @@ class _Builder:
             properties=properties, state_index=state_index, event_index=event_index,
             action_index=action_index, rows_by_state_event=by_state_event, eventless_rows=eventless,
             fairness=fairness,
+            runtime=runtime,
         )
+
+    def runtime_constants(self) -> dict[str, ex.Value]:
+        """``runtime:``: per declared constant, the value a runtime uses (same type)."""
+        declared = self.data.get("constants") or {}
+        runtime: dict[str, ex.Value] = dict(self.data.get("runtime") or {})
+        for name, value in runtime.items():
+            if name not in declared:
+                self.errors.error(self.key_mark("runtime", name), f"the table has no constant {shown(name)}")
+            elif isinstance(declared[name], bool) != isinstance(value, bool):
+                self.errors.error(self.mark("runtime", name),
+                                  f"expected {_kind(declared[name])} like the constant, got {_kind(value)}")
+        return runtime
 
     def constants(self) -> dict[str, ex.Value]:
         constants: dict[str, ex.Value] = dict(self.data.get("constants") or {})
@@ -537,12 +551,23 @@ class _Builder:
                 owners.setdefault(param.name, []).append(event.name)
         return owners
 
-    def unhandled(self, actions: Mapping[str, Action]) -> Unhandled:
+    def unhandled(self, actions: Mapping[str, Action], events: Mapping[str, Event]) -> Unhandled:
         spec = self.data.get("unhandled")
         if spec is None:
             return Unhandled()
         policy: Literal["reject", "ignore"] = spec["policy"]
-        return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions)[0])
+        anomaly: Literal["halt", "log"] = spec.get("anomaly", "halt")
+        feed = spec.get("feed")
+        if feed is not None:
+            mark = self.doc.mark(("unhandled", "feed"))
+            if policy != "reject":
+                self.errors.error(mark, "feed needs policy reject (only a rejected event is an anomaly)")
+            elif feed not in events:
+                self.errors.error(mark, f"unknown event {shown(feed)}{did_you_mean(feed, events)}")
+            elif events[feed].params:
+                self.errors.error(mark, f"the fed event {shown(feed)} must take no parameters")
+        return Unhandled(policy, self.check_actions(spec.get("emit", []), ("unhandled", "emit"), actions)[0],
+                         anomaly, feed)
 
     def invariants(self, events: Mapping[str, Event]) -> tuple[Invariant, ...]:
         result = []

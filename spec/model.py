@@ -169,8 +169,14 @@ class Row:
 
 @dataclass(frozen=True)
 class Unhandled:
+    """What an event with no enabled row does. ``anomaly`` is what a runtime does with a rejected
+    event besides recording it: ``halt`` stops automatic progress until a user decides, ``log``
+    warns and goes on; ``feed`` names an event the runtime delivers next (e.g. into an error state)."""
+
     policy: Literal["reject", "ignore"] = "reject"
     emit: tuple[str, ...] = ()
+    anomaly: Literal["halt", "log"] = "halt"
+    feed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,9 @@ class Table:
     rows_by_state_event: Mapping[tuple[int, str], tuple[Row, ...]] = field(repr=False)
     eventless_rows: Mapping[int, tuple[Row, ...]] = field(repr=False)
     fairness: Mapping[str, Fairness] = field(default_factory=dict)   # event -> kind; none by default
+    runtime: Mapping[str, Value] = field(default_factory=dict)
+    """Constants a runtime uses instead of the declared ones (the verifier's bounds), e.g. the
+    tool calls one response may hold; ``--set`` overrides both."""
 
     @property
     def initial(self) -> State:

@@ -40,7 +40,7 @@ def test_vibework_demo(capsys: pytest.CaptureFixture[str], workdir: Path) -> Non
     assert [s["state"] for s in steps(lines)] == [
         "Processing", "ExecutingTool", "WaitingForPermission", "ExecutingTool", "Processing", "Idle",
         "Processing", "ExecutingTool", "WaitingForSubAgent", "Processing", "Done",
-        "Processing", "WaitingForUserInput", "Processing", "Idle",
+        "Idle", "Processing", "WaitingForUserInput", "Processing", "Idle",
         "Processing", "WaitingForPermission", "Done"]
     assert {"kind": "answers", "text": "Short, please."} in lines
     assert {"kind": "tool", "text": "run_command failed: Interrupted"} in lines

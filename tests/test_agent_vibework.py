@@ -109,8 +109,10 @@ def test_with_questions(vibework: Table, tmp_path: Path) -> None:
 def test_task_finished_and_new_input_leaves_done(vibework: Table, tmp_path: Path) -> None:
     replies: list[list[ReplyStep]] = [[Say("done."), Call("complete_task", {})], [Say("again")]]
     s = Session(vibework, replies, tmp_path)
-    assert run(s.turns("finish", "more")) == ["Idle", "Processing", "Done", "Processing", "Idle", "Done"]
+    # seed 002: Done "Transitions to Idle (if new input sent)": Done -> Idle -> Processing
+    assert run(s.turns("finish", "more")) == ["Idle", "Processing", "Done", "Idle", "Processing", "Idle", "Done"]
     assert s.results() == ["Task complete."]
+    assert [m["content"] for m in s.agent.conversation if m["role"] == "user"] == ["finish", "more"]
 
 
 def test_permission_denied_ends_the_task_and_answers_the_rest(vibework: Table, tmp_path: Path) -> None:
@@ -147,22 +149,24 @@ def test_allow_rules_are_patterns(vibework: Table, tmp_path: Path) -> None:
 
 def test_llm_failure_is_error_and_new_input_clears_it(vibework: Table, tmp_path: Path) -> None:
     s = Session(vibework, [[Fail("401 invalid key", False)], [Say("fine now")]], tmp_path)
-    assert run(s.turns("a", "b")) == ["Idle", "Processing", "Error", "Processing", "Idle", "Done"]
+    # seed 002: Error "Transitions to Idle (if new input clears error)"
+    assert run(s.turns("a", "b")) == ["Idle", "Processing", "Error", "Idle", "Processing", "Idle", "Done"]
     assert s.display.errors == ["401 invalid key"] and s.agent.error is None
 
 
 def test_tool_failure_is_error(vibework: Table, tmp_path: Path) -> None:
     s = Session(vibework, [[Call("read_file", {"path": "missing"}), Call("list_dir", {})]], tmp_path)
-    assert run(s.turns("read")) == ["Idle", "Processing", "ExecutingTool", "Error"]
+    # the session's shutdown ends it in Done from Error too (seed 002: Done "When: shutdown requested")
+    assert run(s.turns("read")) == ["Idle", "Processing", "ExecutingTool", "Error", "Done"]
     assert s.results() == ["error: missing is not a file", f"error: {INTERRUPTED}"]
-    assert s.agent.detail().message == "read_file: missing is not a file"
+    assert s.agent.error == "read_file: missing is not a file"
     assert s.display.errors == ["read_file: missing is not a file"]
 
 
 def test_subagent_failure_is_the_parents_error(vibework: Table, tmp_path: Path) -> None:
     replies: list[list[ReplyStep]] = [[Call("spawn_agent", {"task": "t"})], [Fail("503", False)]]
     s = Session(vibework, replies, tmp_path, allow=("spawn_agent",))
-    assert run(s.turns("delegate")) == ["Idle", "Processing", "ExecutingTool", "WaitingForSubAgent", "Error"]
+    assert run(s.turns("delegate")) == ["Idle", "Processing", "ExecutingTool", "WaitingForSubAgent", "Error", "Done"]
     assert s.results() == ["error: sub-agent session-2 failed: 503"]
     assert s.agent.error == "spawn_agent: sub-agent session-2 failed: 503"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -181,17 +182,33 @@ def test_pending_approvals_survive_restarts_and_their_lifetime_is_revalidated(ap
     assert not late.pending_approvals and late.state == "Running"
 
 
-def test_an_illegal_event_is_an_anomaly_that_stops_automatic_progress(loom: Table) -> None:
+def test_an_illegal_event_is_an_anomaly_that_stops_automatic_progress_under_halt(loom: Table) -> None:
+    halting = dataclasses.replace(loom, unhandled=dataclasses.replace(loom.unhandled, anomaly="halt"))
     store, ledger = MemoryStore(), MemoryLedger()
-    run = start(loom, store, ledger)
+    run = start(halting, store, ledger)
     rejected = run.deliver("ToolCompleted", {"mutating": False}, event_id="1")
     assert rejected.status == "rejected" and kinds(store)[-1] == "anomaly"
     assert run.deliver("UserInput", event_id="2").status == "halted"
-    assert kinds(reopen(loom, store, ledger).store)[-1] == "anomaly"
-    again = reopen(loom, store, ledger)
+    assert kinds(reopen(halting, store, ledger).store)[-1] == "anomaly"
+    again = reopen(halting, store, ledger)
     assert [d.kind for d in again.decisions()] == ["anomaly"]
     again.decide("", "continue")
     assert again.deliver("UserInput", event_id="2").status == "fired"
+
+
+def test_the_loom_table_logs_an_illegal_event_and_goes_on(loom: Table) -> None:
+    """Seed 000: "Invalid transitions log a warning and return WaitForInput" (``anomaly: log``):
+    the anomaly is journaled, nothing halts, and a restart sees no decision to make."""
+    assert loom.unhandled.anomaly == "log"
+    store, ledger = MemoryStore(), MemoryLedger()
+    run = start(loom, store, ledger)
+    rejected = run.deliver("ToolCompleted", {"mutating": False}, event_id="1")
+    assert rejected.status == "rejected" and rejected.actions == ("WaitForInput",)
+    assert kinds(store)[-1] == "anomaly"
+    assert run.deliver("UserInput", event_id="2").status == "fired" and run.state == "CallingLlm"
+    assert run.deliver("UserInput", event_id="3").status == "rejected"  # a UserInput while streaming
+    again = reopen(loom, store, ledger)
+    assert again.decisions() == [] and again.state == "CallingLlm"
 
 
 def test_a_stale_writer_reloads_and_applies_its_event_to_the_new_state(loom: Table) -> None:

@@ -20,7 +20,7 @@ AGENTFSM = Path(sys.executable).parent / "agentfsm"
 
 ALLOWED = "expressions have names, integers, true/false, + -, comparisons, and/or/not and 'state in (...)'"
 TOP_FIELDS = (" (expected one of: actions, constants, description, events, fairness, format, invariants, machine, "
-              "properties, source, states, title, transitions, unhandled, variables)")
+              "properties, runtime, source, states, title, transitions, unhandled, variables)")
 ROW_FIELDS = " (expected one of: description, emit, from, on, set, to, when)"
 
 CASES: dict[str, list[str]] = {

@@ -116,17 +116,34 @@ def test_subagent_failure_is_an_error(table: Table) -> None:
 
 
 @pytest.mark.parametrize(("ending", "actions"), [
-    ([("TaskFinished", {})], ("CallLlm",)),
-    ([("LlmFailed", {})], ("ClearError", "CallLlm")),
-    ([("Interrupt", {})], ("CallLlm",))])
+    ([("TaskFinished", {})], ("ProcessInput",)),
+    ([("LlmFailed", {})], ("ClearError", "ProcessInput")),
+    ([("Interrupt", {})], ("ProcessInput",))])
 def test_new_input_leaves_done_and_error(table: Table, ending: Events, actions: tuple[str, ...]) -> None:
+    """Done and Error "Transitions to: Idle (if new input sent / clears error)"; Idle then
+    takes the same input (ProcessInput delivers it again) to Processing."""
     result = last(table, INPUT + ending + INPUT)
-    assert table.states[result.state].name == "Processing" and result.actions == actions
+    assert table.states[result.state].name == "Idle" and result.actions == actions
+    assert not table.vars_dict(result.vars)["interrupted"]
+    again = last(table, INPUT + ending + INPUT + INPUT)
+    assert table.states[again.state].name == "Processing" and again.actions == ("CallLlm",)
 
 
 def test_shutdown_from_idle(table: Table) -> None:
     result = last(table, [("Shutdown", {})])
-    assert table.states[result.state].name == "Done" and result.actions == ("ReleaseAgent",)
+    assert table.states[result.state].name == "Done"
+    assert result.actions == ("AnswerRemainingToolsInterrupted", "ReleaseAgent")
+
+
+def test_shutdown_reaches_done_from_every_state(table: Table) -> None:
+    """Done "When: ... Shutdown requested", whatever the agent was doing."""
+    seen = set()
+    for config in configs(table):
+        result = step(table, config[0], config[1], "Shutdown", ())
+        assert result.accepted and table.states[result.state].name == "Done", config
+        assert table.vars_dict(result.vars)["queued"] == 0
+        seen.add(table.states[config[0]].name)
+    assert seen == {s.name for s in table.states if not s.transient}
 
 
 # "State and Interrupts", per state.
@@ -188,5 +205,5 @@ def test_demo_session(table: Table) -> None:
     results = run(table, demo_events(table.machine))
     assert all(r.accepted for r in results)
     names = states(table, results)
-    assert [i + 1 for i, name in enumerate(names) if name in ("Idle", "Done")] == [6, 11, 14, 18]
+    assert [i + 1 for i, name in enumerate(names) if name in ("Idle", "Done")] == [6, 11, 12, 15, 16, 20]
     assert results[-1].actions == ("AnswerRemainingToolsInterrupted",)

@@ -9,7 +9,10 @@ import sys
 import time
 from collections.abc import Callable
 
+from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS
+from agentfsm.impl.script import AgentScript, ScriptError, load_script
 from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
+from agentfsm.verify.crash_agent import AgentCrash
 from agentfsm.verify.crash_kill import kill_scenarios
 from agentfsm.verify.forking import Forked
 
@@ -39,8 +42,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--approval", action="append", default=[], metavar="ACTION[=SECONDS]",
                         help="an action that asks the user for approval, with its lifetime (repeatable; "
                              "besides the actions the table marks 'approval:')")
+    parser.add_argument("--agent-script", metavar="SCRIPT",
+                        help="crash the table's own agent instead: play this agent script with 'agentfsm run "
+                             "--store' in children SIGKILLed at --kill N write boundaries spread over the run, "
+                             "resume each and compare its end with the crash-free run's")
     add_set_option(parser)
     parser.set_defaults(func=run_crash)
+
+
+def run_agent_crash(args: argparse.Namespace) -> int:
+    if args.kill < 1:
+        raise BadInput("--agent-script needs --kill N (N >= 1 scenarios)")
+    if args.overrides or args.depth is not None or args.snapshot_every or args.approval:
+        raise BadInput("--agent-script takes only --kill and --json (the agent runs as 'agentfsm run' would)")
+    [table] = load_tables([args.table])
+    try:
+        script = load_script(args.agent_script)
+    except ScriptError as exc:
+        raise BadInput(str(exc)) from None
+    if not isinstance(script, AgentScript):
+        raise BadInput(f"{args.agent_script}: an event script; --agent-script takes an agent script")
+    if table.machine in PLAYERS and table.machine not in DURABLE_PLAYERS:
+        raise BadInput(f"--agent-script: the {table.machine} agent cannot run durably yet")
+    campaign = AgentCrash(args.table, args.agent_script, script, table.machine)
+    try:
+        report = campaign.check(args.kill)
+    finally:
+        campaign.close()
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(f"{report.machine} agent: {report.boundaries} write boundaries, {report.kills} SIGKILLs, "
+              f"{report.decisions} unknown effects decided rerun")
+        for scenario, message in report.violations[:20]:
+            print(f"  {scenario}\n    {message}")
+        print("ok" if report.ok else f"FAILED: {len(report.violations)} violations")
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def parse_approvals(items: list[str], actions: set[str]) -> dict[str, float | None]:
@@ -69,6 +106,8 @@ def print_report(report: CrashReport, seconds: float) -> None:
 
 
 def run_crash(args: argparse.Namespace) -> int:
+    if args.agent_script is not None:
+        return run_agent_crash(args)
     if args.depth is not None and args.depth < 0:
         raise BadInput("--depth must be 0 or more")
     if args.kill < 0 or args.snapshot_every < 0 or args.jobs < 0:

@@ -98,6 +98,12 @@ def _closing(text: str, i: int) -> int:
     return -1
 
 
+# A definition line in the common languages (and a markdown heading): what $(view path) outlines.
+SYMBOL = re.compile(r"^\s*(?:(?:pub(?:\([\w:]+\))?|export|async|static|public|private|protected|abstract|"
+                    r"final|unsafe|extern|default)\s+)*(?:def|class|fn|struct|enum|trait|impl|interface|type|"
+                    r"function|func|mod|module|namespace|macro_rules!)\s+[\w<(]|^#{1,6}\s+\S")
+
+
 @dataclass
 class CommandRunner:
     """Runs exploration commands in ``workdir``; a failure is the command's output, never an exception."""
@@ -140,6 +146,11 @@ class CommandRunner:
         if not path.is_file():
             raise ToolError(f"{given}: no such file or directory")
         text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if lines is None:
+            symbols = [f"{n}: {line.rstrip()}" for n, line in enumerate(text, 1) if SYMBOL.match(line)]
+            if symbols:  # the seed's "$(view path) - file structure/symbols"
+                return f"{given}: {len(text)} lines, {len(symbols)} symbols (view {given}:START-END for lines)\n" \
+                    + "\n".join(symbols)
         first, last = lines or (1, len(text))
         if first < 1 or last < first:
             raise ToolError(f"bad line range {first}-{last}")

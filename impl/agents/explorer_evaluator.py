@@ -19,16 +19,44 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 from agentfsm.impl.agents.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
-from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver
+from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
+from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
+from agentfsm.impl.durable.journal import JSON, Record
+from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
 from agentfsm.spec import Table
+
+LLM_CALLS = ("CallPlannerLlm_TaskOnly", "CallExplorerLlm_LastOutputs", "CallExplorerLlm_PlanAndLastOutputs",
+             "CallEvaluatorLlm_WorkingMemory")
+REPLIES = ("ExplorerReplied", "EvaluatorReplied", "EvaluatorAnswered", "EvaluatorDone")
+# The internal actions that only update the context: replayed when a durable run resumes.
+CONTEXT_ACTIONS = ("RecordPlan", "RecordOutputs", "ApplyMemoryCommands", "RejectEvaluatorCommands", "ReturnAnswer")
+
+Outputs = list[tuple[Command, str]]
+
+
+def outputs_json(turn: int, outputs: Outputs) -> JSON:
+    return {"turn": turn, "outputs": [[c.name, c.argument, output] for c, output in outputs]}
+
+
+def outputs_from_json(data: JSON) -> tuple[int, Outputs]:
+    return int(data["turn"]), [(Command(str(name), str(argument)), str(output))
+                               for name, argument, output in data["outputs"]]
+
+
+def plan_steps(plan: str) -> int:
+    """The steps of a plan: its numbered or bulleted lines (``1.``, ``2)``, ``-``, ``*``)."""
+    return sum(1 for line in plan.splitlines() if re.match(r"\s*(?:\d+[.)]|[-*])\s+\S", line))
+
 
 PLANNER_PROMPT = """You are a PLANNER. Given only the task, write a plan of 2-4 short numbered steps for
 gathering the information it needs. Do not answer the task and do not run commands."""
@@ -157,15 +185,13 @@ class ExplorerEvaluatorAgent(Driver):
         super().__init__(
             Engine(table), name=name, logger=logger,
             processing_states={"Planning", "Exploring", "ExecutingCommands", "Evaluating"},
-            actions={"CallPlannerLlm_TaskOnly": self._call_planner,
-                     "CallExplorerLlm_LastOutputs": lambda ctx: self._call_explorer(ctx, with_plan=False),
-                     "CallExplorerLlm_PlanAndLastOutputs": lambda ctx: self._call_explorer(ctx, with_plan=True),
-                     "CallEvaluatorLlm_WorkingMemory": self._call_evaluator, "RecordPlan": self._record_plan,
-                     "RunCommands": self._run_commands, "RecordOutputs": self._record_outputs,
+            actions={**{action: self._caller(action) for action in LLM_CALLS},
+                     "RecordPlan": self._record_plan,
+                     "RunCommands": lambda ctx: self._run_commands(None), "RecordOutputs": self._record_outputs,
                      "DiscardExplorerConclusion": self._discard_conclusion,
                      "ApplyMemoryCommands": self._apply_memory, "RejectEvaluatorCommands": self._reject_commands,
                      "ReturnAnswer": self._return_answer, "ReportOutOfTurns": self._out_of_turns},
-            on_event={"TaskReceived": self._task_received})
+            on_event={"TaskReceived": self._task_received, "ExplorerReplied": self._explorer_replied})
         self.llm = llm
         self.narrator: Narrator = narrator or Notes()
         self.runner = CommandRunner(self.config.workdir, self.config.command_timeout,
@@ -178,12 +204,17 @@ class ExplorerEvaluatorAgent(Driver):
         self.answer: str | None = None
         self.violations: list[str] = []
         self.requests: list[tuple[str, LlmRequest]] = []  # (action, request): what each call was shown
+        self._commands: tuple[Command, ...] = ()  # the explorer's latest commands (what RunCommands runs)
 
     def ask(self, task: str, plan: bool = False) -> None:
         self.feed("TaskReceived", payload=task, plan=plan)
 
     def _task_received(self, ctx: ActionContext) -> None:
         self.task = str(ctx.envelope.payload or "")
+
+    def _explorer_replied(self, ctx: ActionContext) -> None:
+        reply: Reply = ctx.envelope.payload
+        self._commands = tuple(reply.of(EXPLORE))
 
     # -- contexts ------------------------------------------------------------------------
 
@@ -212,27 +243,44 @@ class ExplorerEvaluatorAgent(Driver):
 
     # -- LLM calls -----------------------------------------------------------------------
 
-    def _call(self, action: str, system: str, context: str, feed: str, turn: int) -> None:
-        request = LlmRequest(({"role": "system", "content": system}, {"role": "user", "content": context}))
+    def _caller(self, action: str) -> Callable[[ActionContext], None]:
+        return lambda ctx: self._call(action)
+
+    def _call(self, action: str, pending: Pending | None = None) -> None:
+        """The LLM call ``action`` names, with the context its name says, for the current turn."""
+        system, context, feed = {
+            "CallPlannerLlm_TaskOnly": (PLANNER_PROMPT, self.planner_context, "PlannerReplied"),
+            "CallExplorerLlm_LastOutputs": (EXPLORER_PROMPT, lambda: self.explorer_context(False), "ExplorerReplied"),
+            "CallExplorerLlm_PlanAndLastOutputs": (EXPLORER_PROMPT, lambda: self.explorer_context(True),
+                                                   "ExplorerReplied"),
+            "CallEvaluatorLlm_WorkingMemory": (EVALUATOR_PROMPT, self.evaluator_context, "EvaluatorReplied")}[action]
+        turn = int(self.engine.vars["turns"])
+        request = LlmRequest(({"role": "system", "content": system}, {"role": "user", "content": context()}))
         self.requests.append((action, request))
         role = feed.removesuffix("Replied").lower()
 
         async def call(activity: Activity) -> None:
+            if not begin_effect(self, pending):
+                return
             text = await self._complete(request)
             self.narrator.note(role, f"turn {turn}: {json.dumps(text)}")
-            reply = parse_reply(text)
-            if feed == "ExplorerReplied":
-                activity.feed(self, feed, payload=reply, has_commands=reply.explores,
-                              concludes=reply.conclusion is not None)
-            elif feed == "EvaluatorReplied":
-                conclusion = reply.conclusion
-                event = feed if conclusion is None else \
-                    "EvaluatorAnswered" if conclusion.name == "answer" else "EvaluatorDone"
-                activity.feed(self, event, payload=reply,
-                              has_commands=reply.explores or bool(reply.markdown_commands))
-            else:
-                activity.feed(self, feed, payload=text)
+            self._feed_reply(activity.feed, feed, text, report(pending, "completed", {"text": text}))
         self.spawn("llm", call)
+
+    def _feed_reply(self, send: Callable[..., None], feed: str, text: str, effect: Report | None) -> None:
+        """The event an LLM reply is: the role's, and for the evaluator whether it concluded."""
+        reply = parse_reply(text)
+        if feed == "ExplorerReplied":
+            send(self, feed, payload=reply, effect=effect, has_commands=reply.explores,
+                 concludes=reply.conclusion is not None)
+        elif feed == "EvaluatorReplied":
+            conclusion = reply.conclusion
+            event = feed if conclusion is None else \
+                "EvaluatorAnswered" if conclusion.name == "answer" else "EvaluatorDone"
+            send(self, event, payload=reply, effect=effect,
+                 has_commands=reply.explores or bool(reply.markdown_commands))
+        else:
+            send(self, feed, payload=text, effect=effect)
 
     async def _complete(self, request: LlmRequest) -> str:
         for attempt in range(self.config.llm_retries + 1):
@@ -245,36 +293,31 @@ class ExplorerEvaluatorAgent(Driver):
                 await asyncio.sleep(self.config.retry_delay * 2 ** attempt)
         raise AssertionError("unreachable")
 
-    def _call_planner(self, ctx: ActionContext) -> None:
-        self._call("CallPlannerLlm_TaskOnly", PLANNER_PROMPT, self.planner_context(), "PlannerReplied",
-                   int(ctx.outcome.vars["turns"]))
-
-    def _call_explorer(self, ctx: ActionContext, with_plan: bool) -> None:
-        action = "CallExplorerLlm_PlanAndLastOutputs" if with_plan else "CallExplorerLlm_LastOutputs"
-        self._call(action, EXPLORER_PROMPT, self.explorer_context(with_plan), "ExplorerReplied",
-                   int(ctx.outcome.vars["turns"]))
-
-    def _call_evaluator(self, ctx: ActionContext) -> None:
-        self._call("CallEvaluatorLlm_WorkingMemory", EVALUATOR_PROMPT, self.evaluator_context(),
-                   "EvaluatorReplied", int(ctx.outcome.vars["turns"]))
 
     # -- the other actions ---------------------------------------------------------------
 
     def _record_plan(self, ctx: ActionContext) -> None:
+        """Keep the plan for the explorer; one not of "2-4 step[s]" (the seed) is kept and reported."""
         self.plan = str(ctx.envelope.payload).strip()
+        steps = plan_steps(self.plan)
+        if not 2 <= steps <= 4:
+            self.violations.append(f"the plan has {steps} steps, not 2-4")
+            self.narrator.note("violation", f"the planner's plan has {steps} steps; the seed asks for 2-4")
 
-    def _run_commands(self, ctx: ActionContext) -> None:
-        reply: Reply = ctx.envelope.payload
-        commands = reply.of(EXPLORE)
-        turn = int(ctx.outcome.vars["turns"])
+    def _run_commands(self, pending: Pending | None) -> None:
+        commands = self._commands
+        turn = int(self.engine.vars["turns"])
 
         async def run(activity: Activity) -> None:
+            if not begin_effect(self, pending):
+                return
             outputs = []
             for command in commands:
                 output = await self.runner.run(command)
                 self.narrator.note("command", f"{command} -> {output.splitlines()[0] if output else ''}")
                 outputs.append((command, output))
-            activity.feed(self, "CommandsExecuted", payload=(turn, outputs))
+            activity.feed(self, "CommandsExecuted", payload=(turn, outputs),
+                          effect=report(pending, "completed", outputs_json(turn, outputs)))
         self.spawn("commands", run)
 
     def _record_outputs(self, ctx: ActionContext) -> None:
@@ -306,3 +349,67 @@ class ExplorerEvaluatorAgent(Driver):
     def _out_of_turns(self, ctx: ActionContext) -> None:
         self.narrator.note("out-of-turns", f"no answer within {ctx.outcome.vars['turns']} turns")
 
+
+    # -- durable runs (``agentfsm.impl.durable.driver.EffectAgent``) ----------------------
+
+    def payload_json(self, envelope: Envelope) -> JSON:
+        payload = envelope.payload
+        if isinstance(payload, Reply):
+            return payload.text
+        if envelope.event == "CommandsExecuted":
+            return outputs_json(*payload)
+        return payload if isinstance(payload, str) else None
+
+    def _payload(self, event: str, data: JSON) -> Any:
+        """The payload ``payload_json`` journaled, as the hooks take it."""
+        if event in REPLIES:
+            return parse_reply(str(data))
+        if event == "CommandsExecuted":
+            return outputs_from_json(data)
+        return data
+
+    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
+        return {}
+
+    def perform(self, effect: Effect, retry: bool) -> None:
+        pending = Pending(effect.key, retry)
+        if effect.action in LLM_CALLS:
+            self._call(effect.action, pending)
+        elif effect.action == "RunCommands":
+            self._run_commands(pending)
+        else:
+            raise ValueError(f"the explorer/evaluator agent has no effect {effect.action!r}")
+
+    def status_query(self, call: EffectCall) -> StatusReply | None:
+        return None  # neither the model nor a command can say what became of an earlier call
+
+    def report_back(self, effect: Effect) -> None:
+        """Feed back an outcome settled without its event (a user's decision on commands whose
+        run was cut short: their output is lost, and the evaluator is told so)."""
+        result = effect.result if isinstance(effect.result, dict) else {}
+        outcome: Literal["completed", "failed"] = "completed" if effect.status == "completed" else "failed"
+        settled = Report(effect.key, outcome, effect.result, effect.via)
+        if effect.action == "RunCommands":
+            turn = int(self.engine.vars["turns"])
+            if "outputs" in result:
+                turn, outputs = outputs_from_json(result)
+            else:
+                lost = (f"(the process stopped while this ran; {effect.via} settled it as {outcome}, "
+                        "its output is lost)")
+                outputs = [(command, lost) for command in self._commands]
+            self.feed("CommandsExecuted", payload=(turn, outputs), effect=settled)
+        else:
+            feed = {"CallPlannerLlm_TaskOnly": "PlannerReplied", "CallEvaluatorLlm_WorkingMemory": "EvaluatorReplied"}
+            self._feed_reply(lambda agent, event, **kw: self.feed(event, **kw),
+                             feed.get(effect.action, "ExplorerReplied"), str(result.get("text", "")), settled)
+
+    def restore(self, records: Sequence[Record]) -> None:
+        """Rebuild the task, plan, working memory and answer from the journal (told nothing again)."""
+        told, self.narrator = self.narrator, Notes()
+        try:
+            replay(self, records, self._payload, CONTEXT_ACTIONS)
+        finally:
+            self.narrator = told
+
+    def resumed(self) -> None:
+        """Nothing beyond effects: the loop has no timers."""

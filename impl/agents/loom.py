@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
 from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, STEP, Record
+from agentfsm.impl.durable.journal import JSON, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine, Outcome
@@ -44,6 +45,7 @@ from agentfsm.impl.llm.client import (
 from agentfsm.spec import Table
 
 INTERRUPTED = "Interrupted"
+ExecutionStatus = Literal["Pending", "Running", "Completed"]
 
 
 class Display(Protocol):
@@ -95,14 +97,6 @@ class LoomConfig:
 Hook = Callable[[Path, list[ToolResult]], Awaitable[bool]]
 
 
-@dataclass(frozen=True)
-class Pending:
-    """A journaled effect an activity performs (durable runs): its key, and whether it is a retry."""
-
-    key: str
-    retry: bool = False
-
-
 def response_json(response: LlmResponse | None) -> JSON:
     if response is None:
         return None
@@ -131,7 +125,8 @@ class LoomAgent(Driver):
                      "RunPostToolsHook": self._run_post_tools_hook, "DisplayMessage": self._display_message,
                      "DisplayError": self._display_error, "Shutdown": lambda ctx: self.cancel_all()},
             on_event={"UserInput": self._user_input, "LlmCompleted": self._llm_completed,
-                      "LlmError": self._llm_error, "ToolCompleted": self._tool_completed},
+                      "LlmError": self._llm_error, "ToolProgress": self._tool_progress,
+                      "ToolCompleted": self._tool_completed},
             on_enter={"Error": self._start_retry_timer, "WaitingForUserInput": self._turn_ended})
         self.llm = llm
         self.toolbox = toolbox or Toolbox(builtin_tools(self.config.workdir, self.config.command_timeout),
@@ -145,6 +140,7 @@ class LoomAgent(Driver):
         self._interrupted = False
         self._partial = ResponseBuilder()
         self._batch: list[ToolCall] = []
+        self.executions: dict[str, ExecutionStatus] = {}  # the batch's calls by id: Pending -> Running -> Completed
         self._results: list[ToolResult] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._last_error = ""
@@ -166,12 +162,13 @@ class LoomAgent(Driver):
     def _llm_completed(self, ctx: ActionContext) -> None:
         response: LlmResponse | None = ctx.envelope.payload
         self._partial = ResponseBuilder()
-        self._batch, self._results = [], []
+        self._batch, self._results, self.executions = [], [], {}
         if response is None or (not response.text and not response.tool_calls):
             return
         self.conversation.append(response.as_message())
         self._batch = list(response.tool_calls[:self.max_tools])
         self._rounds += bool(self._batch)
+        self.executions = {call.id: "Pending" for call in self._batch}
         for extra in response.tool_calls[self.max_tools:]:  # the table bounds a batch; say so to the model
             self._record(ToolResult(extra.id, extra.name, f"not run: at most {self.max_tools} tool calls "
                                     "per response", True))
@@ -185,8 +182,26 @@ class LoomAgent(Driver):
         else:
             self._last_error, self._retry_after = str(error or "LLM request failed"), None
 
+    def _tool_progress(self, ctx: ActionContext) -> None:
+        call_id = str(ctx.envelope.payload)
+        if self.executions.get(call_id) == "Pending":
+            self.executions[call_id] = "Running"
+
     def _tool_completed(self, ctx: ActionContext) -> None:
-        self._record(ctx.envelope.payload)
+        result: ToolResult = ctx.envelope.payload
+        self.executions[result.call_id] = "Completed"
+        self._record(result)
+
+    def apply(self, envelope: Envelope) -> Outcome | None:
+        """A second completion of one call id is not another call: logged and dropped before the
+        table sees it (the seed's executions are per call id, not a count)."""
+        payload = envelope.payload
+        if envelope.event == "ToolCompleted" and isinstance(payload, ToolResult) \
+                and self.executions.get(payload.call_id) == "Completed":
+            self.log.warning("%s: dropped a second completion of tool call %s", self.name, payload.call_id,
+                             extra={"agent": self.name, "event": envelope.event})
+            return None
+        return super().apply(envelope)
 
     def _record(self, result: ToolResult) -> None:
         self._results.append(result)
@@ -205,10 +220,10 @@ class LoomAgent(Driver):
 
     def _report(self, pending: Pending | None, outcome: Literal["completed", "failed"], result: JSON,
                 via: str = "run") -> Report | None:
-        return None if pending is None else Report(pending.key, outcome, result, via)
+        return report(pending, outcome, result, via)
 
     def _begin(self, pending: Pending | None) -> bool:
-        return pending is None or self.durability is None or self.durability.begin(pending.key, pending.retry)
+        return begin_effect(self, pending)
 
     def _send_llm_request(self, ctx: ActionContext) -> None:
         self._request_llm(None)
@@ -266,6 +281,7 @@ class LoomAgent(Driver):
             elif not self._begin(pending):
                 return
             else:
+                activity.feed(self, "ToolProgress", payload=call.id)  # Pending -> Running
                 result, ran, via = await self.toolbox.execute(call), True, "run"
         report = self._report(pending, "completed", asdict(result), via)
         activity.feed(self, "ToolCompleted", payload=result, effect=report,
@@ -411,15 +427,7 @@ class LoomAgent(Driver):
         """Replay the journaled payloads through the context hooks (nothing is displayed again)."""
         shown, self.display = self.display, Transcript()
         try:
-            for record in records:
-                body = record.body
-                hook = self.on_event.get(str(body.get("event"))) if record.kind == STEP else None
-                if hook is None:
-                    continue
-                nxt = body["next"]
-                envelope = Envelope(body["event"], body["params"], self._payload(body["event"], body.get("payload")))
-                hook(ActionContext(self, envelope, Outcome(True, nxt["state"], nxt["vars"], tuple(body["actions"]),
-                                                           body["status"])))
+            replay(self, records, self._payload)
         finally:
             self.display = shown
 

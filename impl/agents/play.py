@@ -8,12 +8,12 @@ agent shows, and returns 0 when the run completed cleanly, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
+from agentfsm.impl.agents.explorer_evaluator import LLM_CALLS, ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.agents.prompts import (
     PermissionPrompt,
     PermissionRequest,
@@ -25,8 +25,10 @@ from agentfsm.impl.agents.prompts import (
 )
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig, vibework_config
+from agentfsm.impl.driver import Driver
+from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
-from agentfsm.impl.play import Reporter, play_turns, report_failures, report_unused
+from agentfsm.impl.play import Durability, Reporter, play_turns, report_decisions, report_failures, report_unused
 from agentfsm.impl.script import AgentScript
 from agentfsm.spec import Table
 
@@ -42,6 +44,43 @@ class Run:
     timeout: float
     model: LlmClient | None = None
     policy: Literal["grant", "deny"] = "deny"  # unscripted permission requests off a terminal
+    durable: Durability | None = None  # journal every step and effect (``--store``)
+
+
+class DurableTask:
+    """One unit of a script (a task, a tool call) as its own durable run ``RUN/NAME``.
+
+    ``open`` creates it, or on resume recovers it (applying the user's decisions that name
+    its effects) and skips the scripted replies its settled LLM calls used; ``skip`` says
+    the unit is over (its run ended, or it needs a decision first)."""
+
+    def __init__(self, durable: Durability, name: str, reporter: Reporter) -> None:
+        self.durable, self.reporter = durable, reporter
+        self.run_id = f"{durable.run_id}/{name}"
+        self.link: DurableLink | None = None
+
+    def open(self, driver: Driver, agent: EffectAgent, llm: ScriptedLlm, llm_calls: Collection[str]) -> str | None:
+        """None: play the unit; ``"ended"`` or ``"decide"``: do not (already reported)."""
+        durable = self.durable
+        exists = durable.resume and self.run_id in durable.store.runs()
+        mine = {k: v for k, v in durable.decisions.items() if k.startswith(self.run_id + "/")}
+        link = self.link = DurableLink.open(driver, agent, durable.store, self.run_id, exists, mine)
+        run = link.run
+        if exists:
+            llm.skip(sum(1 for e in run.st.effects.values() if e.action in llm_calls and e.status == "completed"))
+            self.reporter.note("resume", f"run {self.run_id} recovered at version {run.version} in {run.state}")
+        if run.terminal:
+            return "ended"
+        return "decide" if report_decisions(run, self.reporter) else None
+
+    def start(self) -> None:
+        """Once the driver runs: start due effects, feed back settled outcomes."""
+        if self.link is not None:
+            self.link.resume()
+
+    def pending(self) -> bool:
+        """Report what only the user can decide after the unit ran; whether there was anything."""
+        return self.link is not None and report_decisions(self.link.run, self.reporter)
 
 
 Player = Callable[[Run], Coroutine[Any, Any, int]]
@@ -107,7 +146,8 @@ async def play_vibework(run: Run) -> int:
 
 
 async def play_explorer(run: Run) -> int:
-    """Each input is one task, run through its own loop to Answered or OutOfTurns."""
+    """Each input is one task, run through its own loop to Answered or OutOfTurns (durably: each
+    task its own run ``RUN/task-N``; a resumed task continues where its journal ends)."""
     script, reporter = run.script, run.reporter
     llm = ScriptedLlm(script.replies)
     config = ExplorerConfig(workdir=run.workdir, **script.settings)
@@ -115,17 +155,28 @@ async def play_explorer(run: Run) -> int:
     for number, turn in enumerate(script.inputs, 1):
         agent = ExplorerEvaluatorAgent(run.table, run.model or llm, config=config, narrator=reporter,
                                        name=f"task-{number}")
-        agent.add_listener(reporter.step)
-        reporter.note("task", f"{turn.text}{' (--plan)' if script.plan else ''}")
-        async with agent:
-            try:
-                async with asyncio.timeout(run.timeout):
-                    agent.ask(turn.text, script.plan)
-                    await agent.wait_done()  # the pump stops in Answered or OutOfTurns
-            except TimeoutError:
-                reporter.note("error", f"task {number} did not finish within {run.timeout:g}s")
-                failed = True
-        failed = report_failures(agent, reporter) or failed
+        task = None if run.durable is None else DurableTask(run.durable, f"task-{number}", reporter)
+        skip = None if task is None else task.open(agent, agent, llm, LLM_CALLS)
+        if skip == "decide":
+            return 1
+        if skip is None:
+            agent.add_listener(reporter.step)
+            if task is None or agent.state() == "Idle":
+                reporter.note("task", f"{turn.text}{' (--plan)' if script.plan else ''}")
+            async with agent:
+                try:
+                    async with asyncio.timeout(run.timeout):
+                        if task is not None:
+                            task.start()
+                        if agent.state() == "Idle":
+                            agent.feed("TaskReceived", payload=turn.text, event_id="task", plan=script.plan)
+                        await agent.wait_done()  # the pump stops in Answered or OutOfTurns
+                except TimeoutError:
+                    reporter.note("error", f"task {number} did not finish within {run.timeout:g}s")
+                    failed = True
+            failed = report_failures(agent, reporter) or failed
+            if task is not None and task.pending():
+                return 1
         reporter.note("result", f"task {number}: {agent.state()}: {agent.answer or 'no answer'}")
     _unused(run, llm)
     return 1 if failed else 0
@@ -156,6 +207,7 @@ async def play_tool_call(run: Run) -> int:
 
 PLAYERS: dict[str, Player] = {"vibework-agent": play_vibework, "explorer-evaluator": play_explorer,
                               "tool-call": play_tool_call}
+DURABLE_PLAYERS = frozenset({"explorer-evaluator"})  # the players that honour ``Run.durable``
 
 # The ``settings`` each player's agent takes (the script's own keys cover the rest).
 _OWN = {"workdir", "allow"}

@@ -92,6 +92,34 @@ class ScriptedPermissions:
         return step.verdict == "grant"
 
 
+class FrontendQuestions:
+    """Questions a frontend answers by id (seed 002: "request_id: ID to match request/response").
+
+    ``ask`` publishes the request in ``open`` and waits; ``answer(request_id, answers)`` settles
+    exactly that request. An answer to an id that is not open (withdrawn by an interrupt,
+    already answered, never asked) is refused with ``KeyError``, so it can never answer a
+    later request; one with the wrong number of answers with ``ValueError``."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[QuestionRequest, asyncio.Future[tuple[str, ...]]]] = {}
+
+    async def ask(self, request: QuestionRequest) -> tuple[str, ...]:
+        waiter: asyncio.Future[tuple[str, ...]] = asyncio.get_running_loop().create_future()
+        self.open[request.request_id] = (request, waiter)
+        try:
+            return await waiter
+        finally:
+            self.open.pop(request.request_id, None)
+
+    def answer(self, request_id: str, answers: Sequence[str]) -> None:
+        if request_id not in self.open:
+            raise KeyError(f"no open question request {request_id!r}")
+        request, waiter = self.open[request_id]
+        if len(answers) != len(request.questions):
+            raise ValueError(f"{request_id}: {len(request.questions)} questions, {len(answers)} answers")
+        waiter.set_result(tuple(answers))
+
+
 class ScriptedQuestions:
     """Answers question requests from a list, in order; records every request."""
 

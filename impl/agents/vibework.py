@@ -77,6 +77,7 @@ class VibeworkConfig:
     command_timeout: float = 60.0
     tool_errors_fatal: bool = True  # a tool's error is ToolFailed (Error), else a result for the model
     max_depth: int = 1              # sub-agents of sub-agents: depth below which spawn_agent is offered
+    interactive: bool = True        # a user answers permission requests; False auto-allows every tool
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ class VibeworkAgent(Driver):
                      "CancelLlmRequest": lambda ctx: self._cancel("llm"), "KeepPartialText": self._keep_partial,
                      "DiscardThinkingAndToolCalls": self._discard_partial,
                      "CancelQuestions": self._cancel_questions, "ReportError": self._report_error,
-                     "ClearError": self._clear_error, "ReleaseAgent": lambda ctx: self.cancel_all()},
+                     "ClearError": self._clear_error, "ReleaseAgent": lambda ctx: self.cancel_all(),
+                     "ProcessInput": self._process_input},
             on_event={"UserInput": self._user_input, "TextResponse": self._response,
                       "ToolUse": self._response, "QuestionsAsked": self._response,
                       "TaskFinished": self._task_finished, "ToolCompleted": self._result,
@@ -206,7 +208,9 @@ class VibeworkAgent(Driver):
         return pending[0] if pending else None
 
     def _allows(self, call: ToolCall) -> bool:
-        return call.name in (ASK, FINISH) or self.rules.allows(call.name)
+        """Auto-allowed: the agent's own tools, a matching permission rule, or non-interactive
+        mode (WaitingForPermission is for "Interactive mode enabled": nobody could answer)."""
+        return not self.config.interactive or call.name in (ASK, FINISH) or self.rules.allows(call.name)
 
     def _next_allowed(self) -> bool:
         """The rules' verdict on the call after the current one (fed with the current call's completion)."""
@@ -227,7 +231,11 @@ class VibeworkAgent(Driver):
     # -- context, from accepted events ---------------------------------------------------
 
     def _user_input(self, ctx: ActionContext) -> None:
-        self.conversation.append({"role": "user", "content": str(ctx.envelope.payload)})
+        if ctx.outcome.state == "Processing":  # in Done or Error it is taken to Idle first (ProcessInput)
+            self.conversation.append({"role": "user", "content": str(ctx.envelope.payload)})
+
+    def _process_input(self, ctx: ActionContext) -> None:
+        self.feed("UserInput", payload=ctx.envelope.payload)
 
     def _response(self, ctx: ActionContext) -> None:
         response: LlmResponse = ctx.envelope.payload
@@ -450,8 +458,9 @@ class VibeworkAgent(Driver):
             self._interrupt_child()
 
     def on_shutdown(self) -> None:
-        """Idle takes ``Shutdown`` (to Done); elsewhere the driver stops every activity and the pump."""
-        if self.engine.state == "Idle":
+        """``Shutdown`` ends the task in Done from any state ("Done when: shutdown requested");
+        its actions answer the calls left and release every activity."""
+        if self.engine.state != "Done":
             self.apply(Envelope("Shutdown"))
 
 

@@ -9,8 +9,9 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.journal import (
@@ -97,18 +98,25 @@ def _open_store(url: str, must_exist: bool, on_boundary: Boundary | None = None)
         raise BadInput(str(exc)) from None
 
 
+class KillAt:
+    """``--kill-at N`` (tests, ``agentfsm crash --agent-script``): SIGKILL this process at its Nth
+    write boundary; ``count`` is how many it passed (reported when the run ends alive)."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.count = at, 0
+
+    def __call__(self, phase: str, label: str) -> None:
+        self.count += 1
+        if self.count == self.at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _open_run_store(args: argparse.Namespace) -> Store:
-    """The run's store; ``--kill-at N`` (tests) SIGKILLs this process at its Nth write boundary."""
+    """The run's store, with the ``--kill-at`` hook (kept as ``args.kill_hook``)."""
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
-    boundary: Boundary | None = None
-    if args.kill_at is not None:
-        points = iter(range(1, args.kill_at + 1))
-
-        def boundary(phase: str, label: str) -> None:
-            if next(points, None) == args.kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-    return _open_store(args.store, args.resume, boundary)
+    args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at)
+    return _open_store(args.store, args.resume, args.kill_hook)
 
 
 def _decisions(items: list[str]) -> dict[str, str]:
@@ -139,12 +147,16 @@ class RunFailed(Exception):
 
 
 def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespace, reporter: Reporter,
-                      workdir: Path, model: LlmClient | None) -> int:
-    """Play an agent script through a durable run of the async driver; ``--resume`` recovers it first."""
+                      workdir: Path, model: LlmClient | None,
+                      player: Callable[[Durability], Coroutine[Any, Any, int]] | None = None) -> int:
+    """Play an agent script through a durable run of the async driver (the Loom agent's, or
+    ``player``'s); ``--resume`` recovers it first."""
     store = _open_run_store(args)
     durable = Durability(store, args.run_id, args.resume, _decisions(args.decide))
     try:
         with _journal_errors(args):
+            if player is not None:
+                return asyncio.run(player(durable))
             return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
     except RunFailed as exc:
         reporter.note("error", str(exc))
@@ -153,6 +165,8 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
         raise BadInput(str(exc)) from None
     finally:
         store.close()
+        if args.kill_hook is not None:
+            reporter.note("boundaries", str(args.kill_hook.count))
 
 
 def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:

@@ -4,8 +4,10 @@ Seed 003's rules, as code:
 
 - A step is written (previous and next configuration, event, reason, ids) with
   compare-and-swap on the run's version; a writer that loses reloads and applies its event
-  to the new state, where the table accepts, rejects (an anomaly, which stops automatic
-  progress) or, in a final state, refuses it as stale.
+  to the new state, where the table accepts, rejects (an anomaly: journaled, and under
+  the table's ``unhandled.anomaly: halt`` it stops automatic progress; under ``log`` the
+  run goes on, as seed 000's "log a warning and return WaitForInput") or, in a final
+  state, refuses it as stale.
 - An external action emitted by a step gets an idempotency key ``RUN/SEQ/CALL`` (run id,
   the step's sequence number, the action's position in the step). ``started`` is durable
   before the tool runs, ``completed`` (result or failure) after.

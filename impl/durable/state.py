@@ -149,7 +149,8 @@ def apply(table: Table, stepper: Stepper, st: RunState, record: Record, check: b
     if kind == STEP:
         _apply_step(table, stepper, st, record, check)
     elif kind == ANOMALY:
-        st.halted = str(body["reason"])
+        if table.unhandled.anomaly == "halt":  # else (log) the anomaly is on record and the run goes on
+            st.halted = str(body["reason"])
     elif kind == STALE:
         pass
     elif kind in (STARTED, COMPLETED, UNKNOWN):

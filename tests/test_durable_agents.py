@@ -1,0 +1,139 @@
+"""The bundled demos run durably (`agentfsm run --store`) and end as they do in memory; a run
+SIGKILLed at a write boundary resumes (`--resume`) to the same end.
+
+Which agents run durably is `DURABLE_PLAYERS` plus the Loom agent (tests/test_durable_agent.py
+has its own); the others refuse `--store` (tests/test_seed_rules.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
+from agentfsm.impl.agents.play import DURABLE_PLAYERS
+from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.llm.client import ScriptedLlm
+from agentfsm.impl.script import AgentScript, load_script
+from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.spec import load_table
+from conftest import ROOT, run_cli
+from test_driver_loom import run
+
+AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
+EXAMPLES = ROOT / "examples"
+DEMOS = {"loom-agent": "loom-demo.yaml", "explorer-evaluator": "explorer-evaluator-agent.yaml"}
+
+
+def agentfsm(machine: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([AGENTFSM, "run", str(ROOT / "spec" / f"{machine}.yaml"), "--script",
+                           str(EXAMPLES / DEMOS[machine]), "--workdir", "w", "--json", *argv],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def outcome(out: str) -> list[tuple[str, str]]:
+    """What a run ends with, whatever path it took: results, answers and the final state."""
+    return [(line["kind"], line["text"].split(", journal version")[0]) for line in lines(out)
+            if line["kind"] in ("result", "answer") or (line["kind"] == "done" and "final state" in line["text"])]
+
+
+def trail(out: str) -> list[tuple[str, str, str, bool]]:
+    return [(s["previous"], s["event"], s["state"], s["accepted"]) for s in lines(out) if s["kind"] == "step"]
+
+
+def fresh(tmp_path: Path) -> Path:
+    shutil.copytree(EXAMPLES / "demo-workdir", tmp_path / "w")
+    return tmp_path
+
+
+def test_the_explorer_is_durable() -> None:
+    assert "explorer-evaluator" in DURABLE_PLAYERS
+
+
+@pytest.mark.parametrize("machine", sorted(DEMOS))
+def test_durable_and_in_memory_runs_of_each_demo_end_alike(machine: str, tmp_path: Path) -> None:
+    plain = agentfsm(machine, cwd=fresh(tmp_path / "plain"))
+    durable = agentfsm(machine, "--store", "j.db", cwd=fresh(tmp_path / "durable"))
+    assert plain.returncode == durable.returncode == 0, durable.stdout + durable.stderr
+    assert trail(durable.stdout) == trail(plain.stdout) and outcome(durable.stdout) == outcome(plain.stdout)
+    view = subprocess.run([AGENTFSM, "journal", "j.db", "--json"], capture_output=True, text=True,
+                          cwd=tmp_path / "durable", timeout=60)
+    runs = json.loads(view.stdout)["runs"]
+    effects = [e for r in runs for e in r["current"]["effects"]]
+    assert effects and all(e["status"] in ("completed", "failed") and e["reported"] and e["attempts"] == 1
+                           for e in effects), "every effect ran once and its outcome was fed back"
+    assert all(r["decisions"] == [] for r in runs)
+
+
+def test_explorer_context_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
+    """A resumed agent sees what the crash-free one saw: task, plan, working memory, answer."""
+    table = load_table(ROOT / "spec" / "explorer-evaluator.yaml", {"max_turns": 12})
+    script = load_script(str(EXAMPLES / DEMOS["explorer-evaluator"]))
+    assert isinstance(script, AgentScript)
+    workdir = fresh(tmp_path) / "w"
+    config = ExplorerConfig(workdir=workdir)
+    first = ExplorerEvaluatorAgent(table, ScriptedLlm(script.replies), config=config)
+    store = MemoryStore()
+    DurableLink.create(first, first, store, "r")
+
+    async def main() -> None:
+        async with first:
+            first.ask(script.inputs[0].text, script.plan)
+            await first.wait_done()
+    run(main())
+    again = ExplorerEvaluatorAgent(table, ScriptedLlm([]), config=config)
+    DurableLink.attach(again, again, store, "r")
+    assert again.state() == first.state() == "Answered" and again.answer == first.answer
+    assert (again.task, again.plan, again.last_remark) == (first.task, first.plan, first.last_remark)
+    assert again.evaluator_context() == first.evaluator_context()
+    assert again.explorer_context(True) == first.explorer_context(True)
+
+
+@pytest.mark.parametrize("kill_at", [5, 14, 21, 40])
+def test_explorer_sigkilled_at_a_boundary_resumes_to_the_same_end(kill_at: int, tmp_path: Path) -> None:
+    reference = agentfsm("explorer-evaluator", cwd=fresh(tmp_path / "ref"))
+    cwd = fresh(tmp_path / "killed")
+    killed = agentfsm("explorer-evaluator", "--store", "j.db", "--kill-at", str(kill_at), cwd=cwd)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = agentfsm("explorer-evaluator", "--store", "j.db", "--resume", cwd=cwd)
+    decisions = [line["text"].split(":")[0].split()[-1] for line in lines(resumed.stdout) if line["kind"] == "decision"]
+    if decisions:  # commands cut short: not re-run silently; the user says rerun
+        assert resumed.returncode == 1 and all("/task-" in d for d in decisions)
+        resumed = agentfsm("explorer-evaluator", "--store", "j.db", "--resume",
+                           *[f"--decide={d}=rerun" for d in decisions], cwd=cwd)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [r for r in outcome(resumed.stdout) if r[0] == "result"] == \
+        [r for r in outcome(reference.stdout) if r[0] == "result"]
+    again = agentfsm("explorer-evaluator", "--store", "j.db", "--resume", cwd=cwd)
+    assert again.returncode == 0 and not trail(again.stdout), "ended runs are not played again"
+
+
+def test_crash_agent_script_kills_resumes_and_compares(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["crash", str(ROOT / "spec" / "explorer-evaluator.yaml"), "--agent-script",
+                              str(EXAMPLES / DEMOS["explorer-evaluator"]), "--kill", "1", "--json"], capsys)
+    report = json.loads(out)
+    assert code == 0, out + err
+    assert report["ok"] and report["kills"] == 1 and report["boundaries"] > 20 and report["violations"] == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["spec/explorer-evaluator.yaml", "--agent-script", "examples/explorer-evaluator-agent.yaml"], "--kill N"),
+    (["spec/vibework-agent.yaml", "--agent-script", "examples/vibework-agent-agent.yaml", "--kill", "1"],
+     "cannot run durably"),
+    (["spec/tool-call.yaml", "--agent-script", "examples/tool-call-demo.yaml", "--kill", "1"], "an event script"),
+    (["spec/loom-agent.yaml", "--agent-script", "examples/loom-demo.yaml", "--kill", "1", "--depth", "2"],
+     "takes only --kill"),
+])
+def test_crash_agent_script_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["crash", *[str(ROOT / a) if a.endswith(".yaml") else a for a in args]], capsys)
+    assert code == 2 and message in err and "Traceback" not in err

@@ -1,0 +1,150 @@
+"""Real crashes of a real agent: ``agentfsm run --store`` children SIGKILLed at write boundaries.
+
+The table-level crash check delivers the table's events to the durable runtime; this one
+plays an agent script (its model scripted, its tools real, in a fresh copy of the work
+directory), so the agent's own effects, payloads and context rebuilding are under test.
+The crash-free run counts the write boundaries; each scenario kills a child at one of
+them (spread evenly), resumes it with ``--resume`` (deciding ``rerun`` for an effect whose
+outcome is unknown, as a user would after checking), and compares what the run ends with
+(results, final states) with the crash-free run, and checks that every journal verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentfsm.impl.durable.journal import JournalError
+from agentfsm.impl.script import AgentScript
+from agentfsm.impl.stores.sqlite import SqliteStore
+
+CHILD_TIMEOUT = 120.0
+AGENTFSM = [str(Path(sys.executable).parent / "agentfsm")]
+
+
+@dataclass
+class AgentCrashReport:
+    machine: str
+    boundaries: int = 0
+    kills: int = 0
+    decisions: int = 0
+    violations: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "machine": self.machine, "boundaries": self.boundaries, "kills": self.kills,
+                "decisions": self.decisions,
+                "violations": [{"scenario": s, "message": m} for s, m in self.violations]}
+
+
+def _lines(out: str) -> list[dict[str, Any]]:
+    found = []
+    for line in out.splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+def outcome(out: str) -> list[str]:
+    """What a run ends with, whatever path it took: results and final states (seq numbers, journal
+    versions and what a resumed run does not show again aside)."""
+    return [f"{line['kind']}: {str(line['text']).split(', journal version')[0]}" for line in _lines(out)
+            if line.get("kind") == "result" or (line.get("kind") == "done"
+                                                            and "final state" in str(line.get("text")))]
+
+
+def notes(out: str, kind: str) -> list[str]:
+    return [str(line["text"]) for line in _lines(out) if line.get("kind") == kind]
+
+
+class AgentCrash:
+    """Plays ``script`` against ``table`` in children, in fresh copies of the script's work directory."""
+
+    def __init__(self, table: str, script_path: str, script: AgentScript, machine: str) -> None:
+        self.table, self.script_path, self.machine = str(Path(table).resolve()), str(Path(script_path).resolve()), \
+            machine
+        self.workdir = None if script.workdir is None else Path(script_path).parent / script.workdir
+        self.tmp = Path(tempfile.mkdtemp(prefix="agentfsm-crash-agent-"))
+        self.report = AgentCrashReport(machine)
+
+    def close(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _fresh(self, name: str) -> Path:
+        where = self.tmp / name
+        if self.workdir is not None:
+            shutil.copytree(self.workdir, where / "w")
+        else:
+            (where / "w").mkdir(parents=True)
+        return where
+
+    def play(self, where: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*AGENTFSM, "run", self.table, "--script", self.script_path, "--workdir", "w",
+                               "--json", "--store", "j.db", *argv], cwd=where, capture_output=True, text=True,
+                              timeout=CHILD_TIMEOUT)
+
+    def journal_problem(self, where: Path) -> str | None:
+        """Whether every run's journal verifies (checksums, links, sequence) and its run ended."""
+        store = SqliteStore(where / "j.db")
+        try:
+            for run_id in store.runs():
+                records = store.load(run_id).records
+                if records and records[-1].seq != store.version(run_id):
+                    return f"run {run_id}: the journal ends at {records[-1].seq}, the run at {store.version(run_id)}"
+        except JournalError as exc:
+            return f"the journal does not verify: {exc}"
+        finally:
+            store.close()
+        return None
+
+    def reference(self) -> list[str] | None:
+        where = self._fresh("reference")
+        done = self.play(where, "--kill-at", str(10 ** 9))
+        counted = notes(done.stdout, "boundaries")
+        if done.returncode != 0 or not counted:
+            self.report.violations.append(("crash-free run", f"exit {done.returncode}: {done.stderr[-500:]}"))
+            return None
+        self.report.boundaries = int(counted[-1])
+        return outcome(done.stdout)
+
+    def scenario(self, kill_at: int, expected: list[str]) -> None:
+        name = f"killed at boundary {kill_at}"
+        where = self._fresh(f"kill-{kill_at}")
+        killed = self.play(where, "--kill-at", str(kill_at))
+        if killed.returncode != -signal.SIGKILL:
+            self.report.violations.append((name, f"the child did not die at its boundary (exit {killed.returncode})"))
+            return
+        self.report.kills += 1
+        resumed = self.play(where, "--resume")
+        decisions = [text.split(":")[0].split()[-1] for text in notes(resumed.stdout, "decision")]
+        if decisions:
+            self.report.decisions += len(decisions)
+            resumed = self.play(where, "--resume", *[f"--decide={d}=rerun" for d in decisions])
+        problem = self.journal_problem(where)
+        if resumed.returncode != 0:
+            problem = f"the resumed run failed (exit {resumed.returncode}): {resumed.stdout[-300:]}{resumed.stderr}"
+        elif outcome(resumed.stdout) != expected:
+            problem = f"it ended with {outcome(resumed.stdout)}, the crash-free run with {expected}"
+        if problem is not None:
+            self.report.violations.append((name, problem))
+
+    def check(self, kills: int) -> AgentCrashReport:
+        expected = self.reference()
+        if expected is not None:
+            total = self.report.boundaries
+            points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)})
+            for point in points:
+                self.scenario(point, expected)
+        return self.report
