@@ -9,28 +9,37 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.journal import (
     JSON,
     Boundary,
+    Conflict,
     CorruptJournal,
+    Entry,
     JournalError,
+    Loaded,
     Record,
     RunExists,
     Store,
+    StoreFailed,
     UnknownRun,
 )
-from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool
+from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair_torn_tail
+from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
 from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
+from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, load_tables
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -42,6 +51,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--decide", action="append", default=[], metavar="ID=DECISION",
                      help="with --resume: settle a pending decision first: an unknown effect's key with "
                           "completed, failed or rerun; an anomaly with continue (repeatable)")
+    run.add_argument("--lease", type=float, default=15.0, metavar="SECONDS",
+                     help="with --store on SQLite: this process owns the run through a lease it renews every "
+                          "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
 
 
@@ -49,12 +61,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("journal", help="show a durable run's journal and current state",
                             description="Print every record of each run in a journal store (a time-travel view of "
                                         "every step: previous and next configuration, event, reason, effects) and "
-                                        "the run's current state, pending decisions and approvals. Exit 0, 1 when "
-                                        "a journal is corrupt or torn, 2 on bad input.")
+                                        "the run's current state, pending decisions and approvals. Exit 0; 2 on bad "
+                                        "input or a damaged journal (the store and what is wrong are named); "
+                                        "--repair cuts a damaged tail back to the last good record, journaling "
+                                        "that it did.")
     parser.add_argument("path", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
     parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repair", action="store_true",
+                        help="discard a damaged tail (a torn or flipped last record, records missing at the "
+                             "end) and journal a 'repaired' record; damage before the tail is only reported")
     parser.set_defaults(func=run_journal)
 
 
@@ -120,65 +137,204 @@ def _decisions(items: list[str]) -> dict[str, str]:
     return decisions
 
 
+DAMAGE = (CorruptJournal, ReplayError, StoreFailed)
+"""A store or journal that cannot be trusted as it is: exit 2, naming the store and what is wrong."""
+
+
+def damage_message(url: str, exc: JournalError) -> str:
+    text = str(exc)
+    hint = ("; `agentfsm journal --repair` cuts it back to the last good record"
+            if isinstance(exc, CorruptJournal) and exc.tail else "")
+    return (text if text.startswith(url) else f"{url}: {text}") + hint
+
+
 @contextlib.contextmanager
 def _journal_errors(args: argparse.Namespace) -> Iterator[None]:
-    """Opening a run: a run that exists (or not) is bad input; a journal that fails is a failure."""
+    """A run that exists (or not), another live owner, a damaged journal or a failing store:
+    bad input, exit 2, naming the store; a lost lease or endless conflicts: a failure, exit 1."""
     try:
         yield
     except RunExists:
         raise BadInput(f"{args.store}: run {args.run_id!r} exists; continue it with --resume") from None
     except UnknownRun:
         raise BadInput(f"{args.store}: no run {args.run_id!r} to resume") from None
+    except RunHeld as exc:
+        raise BadInput(f"{args.store}: {exc}") from None
+    except DAMAGE as exc:
+        raise BadInput(damage_message(args.store, exc)) from None
+    except LeaseLost as exc:
+        raise RunFailed(f"{exc}: this process stops; the run continues with its new owner") from None
     except JournalError as exc:
         raise RunFailed(str(exc)) from None
 
 
 class RunFailed(Exception):
-    """The journal could not be read or written (corrupt, torn): reported, exit 1."""
+    """The run could not go on (its lease was lost, writes kept conflicting): reported, exit 1."""
+
+
+class Ownership:
+    """This process's ownership of one run on a SQLite store: a lease taken before the run is
+    opened, renewed by a heartbeat on its own connection, carried by every append (a process
+    that lost it writes nothing more), and released at the end."""
+
+    def __init__(self, store: Store, url: str, run_id: str, seconds: float) -> None:
+        self.lease: Lease | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._beat_store: SqliteStore | None = None
+        self.raw = store
+        self.store: Store = store
+        if isinstance(store, SqliteStore):
+            owned: OwnedStore = store
+            self.lease = owned.acquire(run_id, owner_name(), seconds)
+            self.store = FencedStore(owned, self.lease)
+            beat_store = self._beat_store = SqliteStore(store.path, same_thread=False)
+            self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+
+    def close(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.__exit__()
+        if self._beat_store is not None:
+            self._beat_store.close()
+        if self.lease is not None and isinstance(self.raw, SqliteStore):
+            with contextlib.suppress(JournalError):
+                self.raw.release(self.lease)
+        self.raw.close()
+
+
+class _Watched:
+    """The store as the durable agent sees it, remembering the first damage or lost lease it
+    raised: the agent's driver records failures and stops; the command reports this one."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.failure: JournalError | LeaseLost | None = None
+
+    def _note(self, exc: JournalError | LeaseLost) -> None:
+        if self.failure is None and not isinstance(exc, Conflict):
+            self.failure = exc
+
+    def create(self, run_id: str, machine: str, entry: Entry) -> Record:
+        return self.store.create(run_id, machine, entry)
+
+    def runs(self) -> list[str]:
+        return self.store.runs()
+
+    def version(self, run_id: str) -> int:
+        return self.store.version(run_id)
+
+    def machine(self, run_id: str) -> str:
+        return self.store.machine(run_id)
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
+        try:
+            return self.store.append(run_id, expect, entries, snapshot)
+        except (JournalError, LeaseLost) as exc:
+            self._note(exc)
+            raise
+
+    def load(self, run_id: str) -> Loaded:
+        return self.store.load(run_id)
+
+    def records(self, run_id: str, after: int = 0) -> list[Record]:
+        try:
+            return self.store.records(run_id, after)
+        except JournalError as exc:
+            self._note(exc)
+            raise
+
+    def discard_tail(self, run_id: str, seq: int) -> None:
+        self.store.discard_tail(run_id, seq)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+@contextlib.contextmanager
+def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
+    """The run's store, owned by this process for the command's length (SQLite), and the
+    command's journal errors reported by ``_journal_errors``."""
+    store = _open_run_store(args)
+    try:
+        with _journal_errors(args):
+            if not args.resume and isinstance(store, SqliteStore) and args.run_id in store.runs():
+                raise RunExists(args.run_id)
+            refuse_worker_run(store, args)
+            ownership = Ownership(store, args.store, args.run_id, args.lease)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        yield ownership
+    finally:
+        ownership.close()
+
+
+def refuse_worker_run(store: Store, args: argparse.Namespace) -> None:
+    """A run queued for workers is theirs: deciding it here would perform its effects with this
+    command's stand-in tools while `jobs` still shows it blocked."""
+    jobs = getattr(store, "jobs", None)
+    if args.resume and callable(jobs) and any(j.run_id == args.run_id for j in jobs()):
+        raise BadInput(f"{args.store}: run {args.run_id!r} is served by workers (see `agentfsm jobs`); settle its "
+                       f"decisions with `agentfsm jobs --store URL --run {args.run_id} --decide ID=DECISION`, "
+                       "which queues it again for a worker with the real tools")
+
+
+def check_script(table: Table, script: EventScript, path: str) -> None:
+    """Every event of a script checked against the table before the first one is delivered (and
+    before any effect runs): a bad one is bad input, exit 2, as for ``submit``."""
+    try:
+        check_events(table, script.events)
+    except ValueError as exc:
+        raise BadInput(f"{path}: {exc}") from None
 
 
 def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespace, reporter: Reporter,
                       workdir: Path, model: LlmClient | None) -> int:
     """Play an agent script through a durable run of the async driver; ``--resume`` recovers it first."""
-    store = _open_run_store(args)
-    durable = Durability(store, args.run_id, args.resume, _decisions(args.decide))
-    try:
-        with _journal_errors(args):
-            return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
-    except RunFailed as exc:
-        reporter.note("error", str(exc))
-        return EXIT_FAILED
-    except DecisionError as exc:
-        raise BadInput(str(exc)) from None
-    finally:
-        store.close()
+    with _owned(args) as ownership:
+        watched = _Watched(ownership.store)
+        durable = Durability(watched, args.run_id, args.resume, _decisions(args.decide))
+        try:
+            with _journal_errors(args):
+                code = asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
+                if watched.failure is not None:
+                    raise watched.failure
+                return code
+        except RunFailed as exc:
+            reporter.note("error", str(exc))
+            return EXIT_FAILED
+        except DecisionError as exc:
+            raise BadInput(str(exc)) from None
 
 
 def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:
     """Deliver an event script through a durable run; with ``--resume`` recover it first."""
-    store = _open_run_store(args)
+    check_script(table, script, args.script)
+    with _owned(args) as ownership:
+        try:
+            with _journal_errors(args):
+                return _deliver_script(table, script, args, reporter, ownership.store)
+        except RunFailed as exc:
+            reporter.note("error", str(exc))
+            return EXIT_FAILED
+        except DecisionError as exc:
+            raise BadInput(str(exc)) from None
+
+
+def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter,
+                    store: Store) -> int:
     tools = _tools(table, ReceiptTool(reporter))
-    try:
-        with _journal_errors(args):
-            if args.resume:
-                run = DurableRun.open(store, table, args.run_id, tools)
-                reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
-                for id, answer in _decisions(args.decide).items():
-                    run.decide(id, answer)
-            else:
-                run = DurableRun.create(store, table, args.run_id, tools)
-    except RunFailed as exc:
-        reporter.note("error", str(exc))
-        return EXIT_FAILED
-    except DecisionError as exc:
-        raise BadInput(str(exc)) from None
+    if args.resume:
+        run = DurableRun.open(store, table, args.run_id, tools)
+        reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
+        for id, answer in _decisions(args.decide).items():
+            run.decide(id, answer)
+    else:
+        run = DurableRun.create(store, table, args.run_id, tools)
     for seq, (event, params) in enumerate(script.events, 1):
         previous = run.state
-        try:
-            delivery = run.deliver(event, params, event_id=f"script-{seq}")
-        except ValueError as exc:
-            reporter.note("error", f"event {seq}: {exc}")
-            return EXIT_FAILED
+        delivery = run.deliver(event, params, event_id=f"script-{seq}")
         if delivery.status == "duplicate":
             continue
         if delivery.status == "halted":
@@ -188,7 +344,6 @@ def run_durable(table: Table, script: EventScript, args: argparse.Namespace, rep
                                   delivery.status, delivery.actions, run.vars))
     pending = report_decisions(run, reporter)
     reporter.note("done", f"final state {run.state}, version {run.version}, {len(run.decisions())} decision(s) pending")
-    store.close()
     return EXIT_FAILED if pending else EXIT_OK
 
 
@@ -219,8 +374,17 @@ def describe(record: Record) -> str:
 
 def run_journal(args: argparse.Namespace) -> int:
     store = _open_store(args.path, must_exist=True)
+    try:
+        return _journal(store, args)
+    except StoreFailed as exc:
+        raise BadInput(damage_message(args.path, exc)) from None
+    finally:
+        store.close()
+
+
+def _journal(store: Store, args: argparse.Namespace) -> int:
     runs = store.runs() if args.run_id is None else [args.run_id]
-    status = EXIT_OK
+    damaged: list[str] = []
     out: list[dict[str, JSON]] = []
     for run_id in runs:
         try:
@@ -228,6 +392,8 @@ def run_journal(args: argparse.Namespace) -> int:
         except UnknownRun as exc:
             raise BadInput(str(exc)) from None
         entry: dict[str, JSON] = {"run_id": run_id, "machine": machine}
+        if args.repair:
+            _repair(store, args, run_id, entry)
         try:
             records = store.records(run_id)
             entry["records"] = [r.to_json() for r in records]
@@ -236,17 +402,39 @@ def run_journal(args: argparse.Namespace) -> int:
                 run = DurableRun.attach(store, table, run_id, _tools(table, _ViewOnly()))
                 entry["current"] = run.st.to_json(table)
                 entry["decisions"] = [{"kind": d.kind, "id": d.id, "message": d.message} for d in run.decisions()]
-        except (CorruptJournal, JournalError) as exc:
-            entry["error"] = str(exc)
-            status = EXIT_FAILED
+        except (CorruptJournal, ReplayError) as exc:
+            entry["error"] = damage_message(args.path, exc)
+            damaged.append(str(entry["error"]))
             records = []
         out.append(entry)
         if not args.json:
             _print_run(entry, records)
     if args.json:
-        print(json.dumps({"ok": status == EXIT_OK, "runs": out}, indent=2))
-    store.close()
-    return status
+        print(json.dumps({"ok": not damaged, "runs": out}, indent=2))
+    for message in damaged:
+        print(f"agentfsm: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT if damaged else EXIT_OK
+
+
+def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
+    """``--repair``: cut a damaged tail back, as this run's owner (never under a live one)."""
+    lease: Lease | None = None
+    if isinstance(store, SqliteStore):
+        try:
+            lease = store.acquire(run_id, owner_name(), 15.0)
+        except RunHeld as exc:
+            raise BadInput(f"{args.path}: {exc}") from None
+    try:
+        discarded = repair_torn_tail(store, run_id)
+    except CorruptJournal:
+        return  # damage before the tail: reported below, not repairable by cutting
+    finally:
+        if lease is not None and isinstance(store, SqliteStore):
+            store.release(lease)
+    if discarded is not None:
+        entry["repaired"] = {"discarded_from": discarded}
+        if not args.json:
+            print(f"run {run_id}: repaired: records from {discarded} on discarded (a 'repaired' record says so)")
 
 
 def _print_run(entry: dict[str, JSON], records: list[Record]) -> None:

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from agentfsm.impl.driver import Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, Record, Store
+from agentfsm.impl.durable.journal import JSON, JournalError, Record, Store
+from agentfsm.impl.durable.leases import LeaseLost
 from agentfsm.impl.durable.run import CallSpec, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Outcome
@@ -147,9 +148,17 @@ class DurableLink:
 
     def step(self, envelope: Envelope) -> tuple[Outcome, int] | None:
         run = self.run
-        delivery = run.deliver(envelope.event, envelope.params, envelope.event_id,
-                               payload=self.agent.payload_json(envelope),
-                               calls=self.agent.effect_calls(envelope), reports=envelope.effect)
+        try:
+            delivery = run.deliver(envelope.event, envelope.params, envelope.event_id,
+                                   payload=self.agent.payload_json(envelope),
+                                   calls=self.agent.effect_calls(envelope), reports=envelope.effect)
+        except (JournalError, LeaseLost):
+            # Nothing was written: the driver's engine goes back to the journaled state (it must
+            # not show a state the journal never reached) and the run stops instead of waiting
+            # for events that depend on this one.
+            self.driver.engine.restore(run.state, run.st.vars)
+            self.driver.halt()
+            raise
         if delivery.status == "duplicate":
             return None
         if delivery.status == "halted" or run.st.halted is not None:

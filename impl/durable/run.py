@@ -19,6 +19,7 @@ Seed 003's rules, as code:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +158,15 @@ class Delivery:
     seq: int = 0
 
 
+def describe_call(effect: Effect, limit: int = 300) -> str:
+    """An effect as a user deciding it needs to see it: the tool (or action) and its arguments."""
+    name = effect.tool or effect.action
+    if effect.args is None:
+        return name
+    args = json.dumps(effect.args, sort_keys=True, ensure_ascii=False)
+    return f"{name} {args if len(args) <= limit else args[:limit] + '...'}"
+
+
 def table_approvals(table: Table) -> dict[str, float | None]:
     """The actions the table marks as asking for approval (``approval:``), with their lifetimes."""
     return {a.name: a.approval_lifetime for a in table.actions if a.approval}
@@ -274,7 +284,7 @@ class DurableRun:
         return list(self.st.approvals.values())
 
     def decisions(self) -> list[Decision]:
-        found = [Decision("unknown-effect", e.key, f"{e.tool or e.action} ({e.key}) may or may not have run: "
+        found = [Decision("unknown-effect", e.key, f"{describe_call(e)} ({e.key}) may or may not have run: "
                           "its outcome is unknown; decide completed, failed or rerun")
                  for e in self.st.effects.values() if e.status == "unknown" and e.key not in self.handed]
         found += [Decision("approval-expired", a.id, f"the approval asked by {a.action} ({a.id}) expired "
@@ -519,8 +529,10 @@ class DurableRun:
 
 
 def repair_torn_tail(store: Store, run_id: str, clock: Clock = time.time) -> int | None:
-    """Discard a torn last record, on the user's explicit request, and journal that it did.
-    Returns the sequence number discarded from, or None when the journal was whole."""
+    """Discard a damaged tail (a torn or flipped last record, or records missing at the end: the
+    run's recorded version is cut back to the last good record), on the user's explicit request,
+    and journal that it did. Returns the sequence number discarded from, or None when the journal
+    was whole; damage before the tail raises ``CorruptJournal``."""
     try:
         store.load(run_id)
         return None
