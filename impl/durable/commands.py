@@ -127,7 +127,7 @@ def _open_run_store(args: argparse.Namespace) -> Store:
     return _open_store(args.store, args.resume, boundary)
 
 
-def _decisions(items: list[str]) -> dict[str, str]:
+def parse_decisions(items: list[str]) -> dict[str, str]:
     decisions: dict[str, str] = {}
     for item in items:
         id, sep, decision = item.rpartition("=")
@@ -275,9 +275,9 @@ def refuse_worker_run(store: Store, args: argparse.Namespace) -> None:
     command's stand-in tools while `jobs` still shows it blocked."""
     jobs = getattr(store, "jobs", None)
     if args.resume and callable(jobs) and any(j.run_id == args.run_id for j in jobs()):
-        raise BadInput(f"{args.store}: run {args.run_id!r} is served by workers (see `agentfsm jobs`); settle its "
-                       f"decisions with `agentfsm jobs --store URL --run {args.run_id} --decide ID=DECISION`, "
-                       "which queues it again for a worker with the real tools")
+        raise BadInput(f"{args.store}: run {args.run_id!r} is served by workers (see `agentfsm jobs`): this "
+                       "command would run its effects with stand-in tools; settle its decisions with `agentfsm jobs "
+                       f"--store URL --run {args.run_id} --decide ID=DECISION`, which queues it again for a worker")
 
 
 def check_script(table: Table, script: EventScript, path: str) -> None:
@@ -294,7 +294,7 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
     """Play an agent script through a durable run of the async driver; ``--resume`` recovers it first."""
     with _owned(args) as ownership:
         watched = _Watched(ownership.store)
-        durable = Durability(watched, args.run_id, args.resume, _decisions(args.decide))
+        durable = Durability(watched, args.run_id, args.resume, parse_decisions(args.decide))
         try:
             with _journal_errors(args):
                 code = asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
@@ -328,7 +328,7 @@ def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace,
     if args.resume:
         run = DurableRun.open(store, table, args.run_id, tools)
         reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
-        for id, answer in _decisions(args.decide).items():
+        for id, answer in parse_decisions(args.decide).items():
             run.decide(id, answer)
     else:
         run = DurableRun.create(store, table, args.run_id, tools)
@@ -347,7 +347,7 @@ def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace,
     return EXIT_FAILED if pending else EXIT_OK
 
 
-def _table_for(machine: str, path: str | None) -> Table | None:
+def table_for(machine: str, path: str | None) -> Table | None:
     if path is not None:
         [table] = load_tables([path])
         return table
@@ -397,7 +397,7 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
         try:
             records = store.records(run_id)
             entry["records"] = [r.to_json() for r in records]
-            table = _table_for(machine, args.table)
+            table = table_for(machine, args.table)
             if table is not None:
                 run = DurableRun.attach(store, table, run_id, _tools(table, _ViewOnly()))
                 entry["current"] = run.st.to_json(table)

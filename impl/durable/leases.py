@@ -205,6 +205,10 @@ class LeasingStore(FencingStore, Protocol):
     def jobs(self) -> list[Job]:
         ...
 
+    def requeue(self, run_id: str, expect: int, entries: Sequence[Entry]) -> None:
+        """Append ``entries`` (the user's decisions) to a blocked run and queue it again, atomically."""
+        ...
+
     def pending(self) -> int:
         """How many runs are still queued (held or not)."""
         ...
