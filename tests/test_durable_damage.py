@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.cli import main
+from agentfsm.verify.chaos import agent_script
 from test_durable_agent import AGENTFSM, LOOM
 
 EVENTS = """events:
@@ -108,3 +109,35 @@ def test_a_bad_script_event_is_refused_before_any_step(tmp_path: Path, capsys: o
 
 if sys.platform != "linux":  # RLIMIT_FSIZE and SIGXFSZ as used here
     del test_a_full_disk_ends_the_run_promptly_with_the_journaled_state
+
+
+def killed_with_log(tmp_path: Path) -> None:
+    """A run SIGKILLed mid-way: its write-ahead log and log index are left behind."""
+    (tmp_path / "work").mkdir()
+    (tmp_path / "s.yaml").write_text(agent_script(2))  # two turns, each with a tool call
+    killed = run("run", LOOM, "--script", "s.yaml", "--store", "j.db", "--kill-at", "40", cwd=tmp_path)
+    assert killed.returncode == -signal.SIGKILL
+    assert (tmp_path / "j.db-wal").stat().st_size > 4 * 4096 and (tmp_path / "j.db-shm").exists()
+
+
+def test_a_flipped_bit_in_the_write_ahead_log_is_detected_not_dropped(tmp_path: Path) -> None:
+    """Defect 12: SQLite drops a damaged frame and every committed one after it, silently."""
+    killed_with_log(tmp_path)
+    wal = tmp_path / "j.db-wal"
+    data = bytearray(wal.read_bytes())
+    data[32 + 2 * (24 + 4096) + 24 + 200] ^= 0x10  # inside frame 3's page
+    wal.write_bytes(bytes(data))
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "frame 3 fails its checksum")
+    clean_error(run("run", LOOM, "--script", "s.yaml", "--store", "j.db", "--resume", cwd=tmp_path), "j.db-wal",
+                "frame 3")
+    repaired = run("journal", "j.db", "--repair", cwd=tmp_path)
+    assert repaired.returncode in (0, 2) and "SQLite dropped those frames" in repaired.stdout, repaired.stderr
+    assert (tmp_path / "j.db-wal.damaged").read_bytes() == bytes(data), "the damaged log is kept"
+
+
+def test_a_deleted_write_ahead_log_is_detected(tmp_path: Path) -> None:
+    """Defect 12: a deleted log lost the run ("no run to resume") without saying why."""
+    killed_with_log(tmp_path)
+    (tmp_path / "j.db-wal").unlink()
+    clean_error(run("run", LOOM, "--script", "s.yaml", "--store", "j.db", "--resume", cwd=tmp_path), "j.db-wal",
+                "the log is missing")

@@ -373,7 +373,19 @@ def describe(record: Record) -> str:
 
 
 def run_journal(args: argparse.Namespace) -> int:
-    store = _open_store(args.path, must_exist=True)
+    if args.repair and not is_postgres(args.path):
+        path = sqlite_path(args.path)
+        if not Path(path).is_file():
+            raise BadInput(f"{args.path}: no such store")
+        try:
+            store: Store = SqliteStore(path, accept_damaged_log=True)
+        except JournalError as exc:
+            raise BadInput(str(exc)) from None
+        if isinstance(store, SqliteStore) and store.log_damage is not None:
+            print(f"repaired: {store.log_damage}; SQLite dropped those frames; the damaged log is kept in "
+                  f"{path}-wal.damaged")
+    else:
+        store = _open_store(args.path, must_exist=True)
     try:
         return _journal(store, args)
     except StoreFailed as exc:

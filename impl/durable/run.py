@@ -169,9 +169,15 @@ class Delivery:
 def describe_call(effect: Effect, limit: int = 300) -> str:
     """An effect as a user deciding it needs to see it: the tool (or action) and its arguments."""
     name = effect.tool or effect.action
-    if effect.args is None:
+    shown = effect.args
+    if isinstance(shown, dict) and isinstance(shown.get("arguments"), str):  # a model's tool call: its arguments
+        try:
+            shown = json.loads(shown["arguments"])
+        except ValueError:
+            shown = shown["arguments"]
+    if shown is None:
         return name
-    args = json.dumps(effect.args, sort_keys=True, ensure_ascii=False)
+    args = json.dumps(shown, sort_keys=True, ensure_ascii=False)
     return f"{name} {args if len(args) <= limit else args[:limit] + '...'}"
 
 

@@ -9,6 +9,7 @@ reported rather than replayed.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record, StoreFailed
 from agentfsm.impl.durable.leases import Lease, LeaseLost, RunHeld, owner_gone
 from agentfsm.impl.stores.sql import SqlJournal
+from agentfsm.impl.stores.wal import wal_damage
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,9 +99,17 @@ class SqliteStore(SqlJournal):
     """Runs' journals in one SQLite database file; safe to share between processes."""
 
     def __init__(self, path: str | Path, on_boundary: Boundary | None = None, timeout: float = 30.0,
-                 same_thread: bool = True) -> None:
+                 same_thread: bool = True, accept_damaged_log: bool = False) -> None:
+        """``accept_damaged_log``: open even when the write-ahead log is damaged (``journal
+        --repair``): SQLite then drops the damaged frames and the ones after them."""
         self.path = Path(path)
         self.on_boundary = on_boundary
+        damage = wal_damage(self.path)
+        if damage is not None and not accept_damaged_log:
+            raise StoreFailed(f"{damage}; `agentfsm journal --repair` accepts the loss (a copy of the log is kept)")
+        if damage is not None and Path(f"{self.path}-wal").exists():
+            shutil.copyfile(f"{self.path}-wal", f"{self.path}-wal.damaged")
+        self.log_damage = damage
         try:
             self._conn = connect(self.path, timeout, same_thread)
             self._migrate()
