@@ -201,6 +201,10 @@ class Ownership:
         self.raw.close()
 
 
+class Detached(JournalError):
+    """The process is stopping (--timeout, Ctrl-C, SIGTERM): the journal takes no more writes."""
+
+
 class _Watched:
     """The store as the durable agent sees it, remembering the first damage or lost lease it
     raised: the agent's driver records failures and stops; the command reports this one."""
@@ -208,9 +212,10 @@ class _Watched:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.failure: JournalError | LeaseLost | None = None
+        self.detached: str | None = None  # the process is stopping: nothing more is written
 
     def _note(self, exc: JournalError | LeaseLost) -> None:
-        if self.failure is None and not isinstance(exc, Conflict):
+        if self.failure is None and not isinstance(exc, Conflict | Detached):
             self.failure = exc
 
     def create(self, run_id: str, machine: str, entry: Entry) -> Record:
@@ -227,6 +232,8 @@ class _Watched:
 
     def append(self, run_id: str, expect: int, entries: Sequence[Entry],
                snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
+        if self.detached is not None:
+            raise Detached(f"stopped by {self.detached}")
         try:
             return self.store.append(run_id, expect, entries, snapshot)
         except (JournalError, LeaseLost) as exc:
@@ -297,7 +304,12 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
         durable = Durability(watched, args.run_id, args.resume, parse_decisions(args.decide))
         try:
             with _journal_errors(args):
-                code = asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
+                stopped: list[str] = []
+                code = asyncio.run(_play_stoppable(table, script, workdir, reporter, args, model, durable, stopped))
+                if stopped:
+                    reporter.note("stopped", f"{stopped[0]}: the run stays where its journal is (version "
+                                             f"{ownership.store.version(args.run_id)}); continue it with --resume")
+                    return STOP_CODES.get(stopped[0], EXIT_FAILED)
                 if watched.failure is not None:
                     raise watched.failure
                 return code
@@ -306,6 +318,41 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
             return EXIT_FAILED
         except DecisionError as exc:
             raise BadInput(str(exc)) from None
+
+
+STOP_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+async def _play_stoppable(table: Table, script: AgentScript, workdir: Path, reporter: Reporter,
+                          args: argparse.Namespace, model: LlmClient | None, durable: Durability,
+                          stopped: list[str]) -> int:
+    """One rule for --timeout, Ctrl-C and SIGTERM: the process stops and the run stays resumable.
+    Nothing more is journaled (not the shutdown that would end the run for good); a tool that
+    was running is stopped and its effect found ``unknown`` on resume, as after a crash."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None and isinstance(durable.store, _Watched)
+    watched = durable.store
+
+    def stop(why: str) -> None:
+        if not stopped:
+            stopped.append(why)
+            watched.detached = why
+            task.cancel()
+    timer = loop.call_later(args.timeout, stop, f"--timeout {args.timeout:g}s")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig.name)
+    try:
+        # (the play's own timeout only backs this one up)
+        return await play_agent(table, script, workdir, reporter, args.timeout + 60, model, durable)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        return EXIT_FAILED
+    finally:
+        timer.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:
