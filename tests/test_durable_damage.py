@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentfsm.cli import main
 from agentfsm.verify.chaos import agent_script
 from test_durable_agent import AGENTFSM, LOOM
+
+from agentfsm.cli import main
 
 EVENTS = """events:
   - UserInput

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from agentfsm.impl.durable.journal import CREATED, STEP, Entry
 from agentfsm.impl.durable.leases import FencedStore, LeaseLost, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_durable_agent import AGENTFSM, LOOM, agentfsm, journal
 
 LONG_TOOL = """workdir: work

@@ -17,6 +17,7 @@ fed back to the agent.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -169,7 +170,16 @@ class DurableLink:
         return Outcome(delivery.accepted, delivery.state, run.vars, delivery.actions, status), delivery.seq
 
     def begin(self, key: str, retry: bool) -> bool:
-        return self.run.begin(key, retry) is not None
+        """Make ``started`` durable; False when the effect must not run (settled elsewhere, or the
+        journal failed: then the agent stops, as when a step cannot be journaled)."""
+        try:
+            return self.run.begin(key, retry) is not None
+        except JournalError as exc:
+            self.driver.failures.append(exc)
+            self.driver.log.error("%s: %s cannot start: %s", self.driver.name, key, exc)
+            self.driver.halt()
+            asyncio.get_running_loop().create_task(self.driver.shutdown())
+            return False
 
     def flush(self) -> None:
         due, self._due = self._due, []
