@@ -42,7 +42,8 @@ def test_worker_and_server_kill_campaign() -> None:
     env = {**os.environ, "AGENTFSM_PG_DIR": str(folder)}
     script = str(ROOT / "scripts" / "postgres.sh")
     try:
-        started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=300, env=env)
+        started = subprocess.run([script, "start"], capture_output=True, text=True, timeout=300, env=env,
+                                 start_new_session=True)
         assert started.returncode == 0, started.stderr
         url = started.stdout.strip().splitlines()[-1]
         seed = int(os.environ.get("AGENTFSM_TEST_SEED", random.randrange(1 << 30)))

@@ -28,6 +28,7 @@ import random
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,9 +37,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput
+
+if TYPE_CHECKING:
+    from agentfsm.impl.stores.postgres import PostgresStore
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +67,6 @@ transitions:
   - {from: Counting, on: Stop, to: Stopped}
 unhandled: {policy: reject}
 """
-DAMAGE_WORDS = ("damaged", "torn tail", "malformed", "not a journal store", "cannot be replayed", "records missing",
-                "missing", "log index")
 BOUND = 60.0  # seconds any one process may take before it counts as stuck
 SCENARIOS = ("two-resumers", "sigkill", "sigstop", "full-disk", "bit-flip")
 WORKER_SCENARIOS = ("workers", "server-kill")
@@ -184,7 +186,8 @@ class Trial:
                 proc = self.cli(*self.run_args("--resume"))
             if proc.code == 0:
                 return
-            if proc.code == 2 and any(word in proc.err for word in DAMAGE_WORDS):
+            if proc.code == 2 and "j.db" in proc.err and "is owned by" not in proc.err \
+                    and "exists; continue it" not in proc.err:  # the store reported damaged
                 self.row.damaged += 1
                 if repaired or self.cli("journal", "j.db", "--repair").code != 0:
                     return
@@ -357,7 +360,7 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
             row.notes.append(f"{folder.name}: worker exit {proc.code}: {proc.err.strip()[-300:]}")
     executions = FileLedger(ledger).executions()
     row.duplicated += sum(n - 1 for n in executions.values() if n > 1)
-    store = PostgresStore(url, schema)
+    store = connect(url, schema)
     try:
         jobs = {j.run_id: j for j in store.jobs()}
         for run_id, n in ticks.items():
@@ -379,13 +382,32 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
         store.close()
 
 
+def connect(url: str, schema: str) -> PostgresStore:
+    """The store, once the server answers again (it may be restarting)."""
+    from agentfsm.impl.durable.journal import JournalError
+    from agentfsm.impl.stores.postgres import PostgresStore
+
+    for _ in range(60):
+        try:
+            return PostgresStore(url, schema)
+        except JournalError:
+            time.sleep(0.5)
+    return PostgresStore(url, schema)
+
+
 def kill_server(pg_dir: Path) -> None:
     """SIGKILL the PostgreSQL server of ``scripts/postgres.sh`` in ``pg_dir`` and start it again."""
+    from agentfsm.impl.durable.leases import owner_gone
+
     pid = int((pg_dir / "data" / "postmaster.pid").read_text().split()[0])
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not owner_gone(f"{socket.gethostname()}:{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # its backends notice and exit
+    # (in a session of its own: the server must outlive this process's group)
     subprocess.run([str(ROOT / "scripts" / "postgres.sh"), "start"], capture_output=True, text=True, timeout=120,
-                   env={**os.environ, "AGENTFSM_PG_DIR": str(pg_dir)}, check=True)
+                   env={**os.environ, "AGENTFSM_PG_DIR": str(pg_dir)}, check=True, start_new_session=True)
 
 
 def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None = None, pg_dir: Path | None = None,
