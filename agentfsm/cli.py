@@ -17,11 +17,11 @@ from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.workers import commands as worker_commands
 from agentfsm.spec import commands as spec_commands
 from agentfsm.spec.suggest import closest, did_you_mean
+from agentfsm.verify import chaos, conformance_commands, crash_commands
 from agentfsm.verify import commands as verify_commands
-from agentfsm.verify import conformance_commands, crash_commands
 from agentfsm.verify.explore import ExplorationLimit
 
-PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands,
+PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands, chaos,
          conformance_commands, diagram_commands]
 
 

@@ -72,6 +72,7 @@ def run_run(args: argparse.Namespace) -> int:
     if args.store is None and (args.resume or args.decide):
         raise BadInput("--resume and --decide need --store")
     if isinstance(script, EventScript):
+        durable_commands.check_script(table, script, args.script)
         if args.store is not None:
             return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)

@@ -2,8 +2,9 @@
 # A private PostgreSQL cluster for tests and benchmarks: scripts/postgres.sh start|stop|url|status
 #
 # The cluster lives in .pg/ under the repository (git-ignored; elsewhere under /tmp when the
-# server's user cannot reach the repository), listens on 127.0.0.1 on a free port and on a
-# Unix socket in that folder, and trusts local connections (it holds test data only).
+# server's user cannot reach the repository; $AGENTFSM_PG_DIR names another folder), listens
+# on 127.0.0.1 on a free port (kept across restarts, a crash included) and on a Unix socket
+# in that folder, and trusts local connections (it holds test data only).
 # PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user
 # (created by Debian's package) and the package is installed with apt-get when missing.
 # `start` prints the URL to connect with; so does `url` while the cluster runs.
@@ -40,6 +41,7 @@ as_owner() {
 }
 
 cluster_dir() {
+  if [ -n "${AGENTFSM_PG_DIR:-}" ]; then echo "$AGENTFSM_PG_DIR"; return; fi
   local dir=$repo/.pg
   if [ "$(id -u)" = 0 ] && ! (cd / && runuser -u postgres -- test -x "$repo"); then
     dir=${TMPDIR:-/tmp}/agentfsm-pg-$(echo "$repo" | sha1sum | cut -c1-12)
@@ -49,6 +51,25 @@ cluster_dir() {
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Whether PORT can be listened on again (as the server binds it: SO_REUSEADDR), waiting a few
+# seconds for the processes of a killed server to let go of it.
+port_free() {
+  python3 - "$1" <<'PY'
+import socket, sys, time
+for _ in range(50):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", int(sys.argv[1])))
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+    finally:
+        s.close()
+sys.exit(1)
+PY
 }
 
 running() {
@@ -73,8 +94,15 @@ start() {
     as_owner "$bin/initdb" -D "$dir/data" -U "$db" --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 || {
       cat "$dir/initdb.log" >&2; exit 1; }
   fi
+  # The same port as before when it is free (a server restarted after a crash keeps its URL,
+  # so clients holding it reconnect); a new one only when another program took it.
   local port
-  port=$(free_port)
+  port=$(cat "$dir/port" 2>/dev/null || true)
+  if [ -n "$port" ] && ! port_free "$port"; then
+    echo "postgres.sh: port $port is taken by another program; the server moves to a new port" >&2
+    port=
+  fi
+  if [ -z "$port" ]; then port=$(free_port); fi
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories=$dir -c max_connections=200" \
     start >/dev/null 9>&- || { tail -n 20 "$dir/server.log" >&2; exit 1; }

@@ -87,10 +87,16 @@ def test_journal_reports_a_torn_tail_and_bad_paths(tmp_path: Path, capsys: pytes
     assert "--LlmCompleted(tool_calls=1)--> ExecutingTools" in out and "now: ShuttingDown" in out
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE records SET body = body || ' ' WHERE seq = (SELECT max(seq) FROM records)")
-    assert main(["journal", "--store", str(db)]) == 1
-    assert "torn tail at sequence" in capsys.readouterr().out
-    assert main(["run", LOOM, "--script", str(tmp_path / "s.yaml"), "--store", str(db), "--resume"]) == 1
-    assert "torn tail" in capsys.readouterr().out
+    assert main(["journal", "--store", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{db}: run 'run': torn tail at sequence" in err and "checksum mismatch" in err
+    assert main(["run", LOOM, "--script", str(tmp_path / "s.yaml"), "--store", str(db), "--resume"]) == 2
+    assert f"{db}: run 'run': torn tail" in capsys.readouterr().err
+    assert main(["journal", "--store", str(db), "--repair"]) == 0
+    assert "repaired: records from 11 on discarded" in capsys.readouterr().out
+    assert main(["journal", "--store", str(db), "--json"]) == 0
+    kinds = [r["kind"] for r in json.loads(capsys.readouterr().out)["runs"][0]["records"]]
+    assert kinds[-1] == "repaired" and len(kinds) == 11
     assert main(["journal", "--store", str(tmp_path / "missing.db")]) == 2
     (tmp_path / "junk.db").write_text("not a database at all, just text" * 100)
     assert main(["journal", "--store", str(tmp_path / "junk.db")]) == 2

@@ -153,15 +153,19 @@ def test_a_claim_cannot_slip_between_the_fence_check_and_the_commit(pg_url: str,
 # -- workers -------------------------------------------------------------------------------
 
 class SlowNote:
-    """A tool that outlives the lease on its first call, so the next tool call finds it lost."""
+    """A tool whose worker freezes past its lease (heartbeat included) on its first call, so its
+    result is refused: the lease has lapsed when it tries to record it."""
 
-    def __init__(self, ledger: MemoryLedger, delay: float) -> None:
+    def __init__(self, ledger: MemoryLedger, pg_url: str, schema: str) -> None:
         self.ledger = ledger
-        self.delay = delay
+        self.pg_url = pg_url
+        self.schema = schema
 
     def run(self, call: EffectCall) -> JSON:
         self.ledger.execute(call.key)
-        time.sleep(self.delay)
+        with psycopg.connect(self.pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("UPDATE {}.jobs SET expires_at = clock_timestamp() - interval '1 second' "
+                                 "WHERE run_id = %s").format(sql.Identifier(self.schema)), (call.run_id,))
         return {"receipt": call.key}
 
     def status(self, call: EffectCall) -> StatusReply | None:
@@ -177,7 +181,7 @@ def test_worker_outcomes_done_blocked_failed_and_lost(pg_url: str, schema: str) 
     submit(store, table, "slow", plain("Tick", "Tick", "Stop"))
     worker = Worker(store, {"counter": table}, {"counter": ledger_tools(table, ledger, True)}, "w", 0.5)
     assert worker.serve_one() and worker.serve_one()
-    slow = Worker(store, {"counter": table}, {"counter": {"Note": SlowNote(ledger, 0.6)}}, "slow", 0.5)
+    slow = Worker(store, {"counter": table}, {"counter": {"Note": SlowNote(ledger, pg_url, schema)}}, "slow", 0.5)
     assert slow.serve_one()
     assert (slow.tally.lost, slow.tally.claimed) == (1, 1)
     assert {j.run_id: j.status for j in store.jobs()} == {"ok": "done", "illegal": "blocked", "slow": "queued"}

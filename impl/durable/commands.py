@@ -9,7 +9,8 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+import sys
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +18,29 @@ from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.journal import (
     JSON,
     Boundary,
+    Conflict,
     CorruptJournal,
+    Entry,
     JournalError,
+    Loaded,
     Record,
     RunExists,
     Store,
+    StoreFailed,
     UnknownRun,
 )
-from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool
+from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair_torn_tail
+from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
 from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
+from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, deprecated, load_tables
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, deprecated, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -43,6 +52,9 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--decide", action="append", default=[], metavar="ID=DECISION",
                      help="with --resume: settle a pending decision first: an unknown effect's key with "
                           "completed, failed or rerun; an anomaly with continue (repeatable)")
+    run.add_argument("--lease", type=float, default=15.0, metavar="SECONDS",
+                     help="with --store on SQLite: this process owns the run through a lease it renews every "
+                          "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
 
 
@@ -50,13 +62,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("journal", help="show a durable run's journal and current state",
                             description="Print every record of each run in a journal store (a time-travel view of "
                                         "every step: previous and next configuration, event, reason, effects) and "
-                                        "the run's current state, pending decisions and approvals. Exit 0, 1 when "
-                                        "a journal is corrupt or torn, 2 on bad input.")
+                                        "the run's current state, pending decisions and approvals. Exit 0; 2 on bad "
+                                        "input or a damaged journal (the store and what is wrong are named); "
+                                        "--repair cuts a damaged tail back to the last good record, journaling "
+                                        "that it did.")
     parser.add_argument("--store", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
     parser.add_argument("path", nargs="?", metavar="URL", help="deprecated spelling of --store URL")
     parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--repair", action="store_true",
+                        help="discard a damaged tail (a torn or flipped last record, records missing at the "
+                             "end) and journal a 'repaired' record; damage before the tail is only reported")
     parser.set_defaults(func=run_journal)
 
 
@@ -119,7 +136,7 @@ def _open_run_store(args: argparse.Namespace) -> Store:
     return _open_store(args.store, args.resume, args.kill_hook)
 
 
-def _decisions(items: list[str]) -> dict[str, str]:
+def parse_decisions(items: list[str]) -> dict[str, str]:
     decisions: dict[str, str] = {}
     for item in items:
         id, sep, decision = item.rpartition("=")
@@ -129,21 +146,163 @@ def _decisions(items: list[str]) -> dict[str, str]:
     return decisions
 
 
+DAMAGE = (CorruptJournal, ReplayError, StoreFailed)
+"""A store or journal that cannot be trusted as it is: exit 2, naming the store and what is wrong."""
+
+
+def damage_message(url: str, exc: JournalError) -> str:
+    text = str(exc)
+    hint = ("; `agentfsm journal --repair` cuts it back to the last good record"
+            if isinstance(exc, CorruptJournal) and exc.tail else "")
+    return (text if text.startswith(url) else f"{url}: {text}") + hint
+
+
 @contextlib.contextmanager
 def _journal_errors(args: argparse.Namespace) -> Iterator[None]:
-    """Opening a run: a run that exists (or not) is bad input; a journal that fails is a failure."""
+    """A run that exists (or not), another live owner, a damaged journal or a failing store:
+    bad input, exit 2, naming the store; a lost lease or endless conflicts: a failure, exit 1."""
     try:
         yield
     except RunExists:
         raise BadInput(f"{args.store}: run {args.run_id!r} exists; continue it with --resume") from None
     except UnknownRun:
         raise BadInput(f"{args.store}: no run {args.run_id!r} to resume") from None
+    except RunHeld as exc:
+        raise BadInput(f"{args.store}: {exc}") from None
+    except DAMAGE as exc:
+        raise BadInput(damage_message(args.store, exc)) from None
+    except LeaseLost as exc:
+        raise RunFailed(f"{exc}: this process stops; the run continues with its new owner") from None
     except JournalError as exc:
         raise RunFailed(str(exc)) from None
 
 
 class RunFailed(Exception):
-    """The journal could not be read or written (corrupt, torn): reported, exit 1."""
+    """The run could not go on (its lease was lost, writes kept conflicting): reported, exit 1."""
+
+
+class Ownership:
+    """This process's ownership of one run on a SQLite store: a lease taken before the run is
+    opened, renewed by a heartbeat on its own connection, carried by every append (a process
+    that lost it writes nothing more), and released at the end."""
+
+    def __init__(self, store: Store, url: str, run_id: str, seconds: float) -> None:
+        self.lease: Lease | None = None
+        self.heartbeat: Heartbeat | None = None
+        self._beat_store: SqliteStore | None = None
+        self.raw = store
+        self.store: Store = store
+        if isinstance(store, SqliteStore):
+            owned: OwnedStore = store
+            self.lease = owned.acquire(run_id, owner_name(), seconds)
+            self.store = FencedStore(owned, self.lease)
+            beat_store = self._beat_store = SqliteStore(store.path, same_thread=False)
+            self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+
+    def close(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.__exit__()
+        if self._beat_store is not None:
+            self._beat_store.close()
+        if self.lease is not None and isinstance(self.raw, SqliteStore):
+            with contextlib.suppress(JournalError):
+                self.raw.release(self.lease)
+        self.raw.close()
+
+
+class Detached(JournalError):
+    """The process is stopping (--timeout, Ctrl-C, SIGTERM): the journal takes no more writes."""
+
+
+class _Watched:
+    """The store as the durable agent sees it, remembering the first damage or lost lease it
+    raised: the agent's driver records failures and stops; the command reports this one."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.failure: JournalError | LeaseLost | None = None
+        self.detached: str | None = None  # the process is stopping: nothing more is written
+
+    def _note(self, exc: JournalError | LeaseLost) -> None:
+        if self.failure is None and not isinstance(exc, Conflict | Detached):
+            self.failure = exc
+
+    def create(self, run_id: str, machine: str, entry: Entry) -> Record:
+        return self.store.create(run_id, machine, entry)
+
+    def runs(self) -> list[str]:
+        return self.store.runs()
+
+    def version(self, run_id: str) -> int:
+        return self.store.version(run_id)
+
+    def machine(self, run_id: str) -> str:
+        return self.store.machine(run_id)
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
+        if self.detached is not None:
+            raise Detached(f"stopped by {self.detached}")
+        try:
+            return self.store.append(run_id, expect, entries, snapshot)
+        except (JournalError, LeaseLost) as exc:
+            self._note(exc)
+            raise
+
+    def load(self, run_id: str) -> Loaded:
+        return self.store.load(run_id)
+
+    def records(self, run_id: str, after: int = 0) -> list[Record]:
+        try:
+            return self.store.records(run_id, after)
+        except JournalError as exc:
+            self._note(exc)
+            raise
+
+    def discard_tail(self, run_id: str, seq: int) -> None:
+        self.store.discard_tail(run_id, seq)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+@contextlib.contextmanager
+def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
+    """The run's store, owned by this process for the command's length (SQLite), and the
+    command's journal errors reported by ``_journal_errors``."""
+    store = _open_run_store(args)
+    try:
+        with _journal_errors(args):
+            if not args.resume and isinstance(store, SqliteStore) and args.run_id in store.runs():
+                raise RunExists(args.run_id)
+            refuse_worker_run(store, args)
+            ownership = Ownership(store, args.store, args.run_id, args.lease)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        yield ownership
+    finally:
+        ownership.close()
+
+
+def refuse_worker_run(store: Store, args: argparse.Namespace) -> None:
+    """A run queued for workers is theirs: deciding it here would perform its effects with this
+    command's stand-in tools while `jobs` still shows it blocked."""
+    jobs = getattr(store, "jobs", None)
+    if args.resume and callable(jobs) and any(j.run_id == args.run_id for j in jobs()):
+        raise BadInput(f"{args.store}: run {args.run_id!r} is served by workers (see `agentfsm jobs`): this "
+                       "command would run its effects with stand-in tools; settle its decisions with `agentfsm jobs "
+                       f"--store URL --run {args.run_id} --decide ID=DECISION`, which queues it again for a worker")
+
+
+def check_script(table: Table, script: EventScript, path: str) -> None:
+    """Every event of a script checked against the table before the first one is delivered (and
+    before any effect runs): a bad one is bad input, exit 2, as for ``submit``."""
+    try:
+        check_events(table, script.events)
+    except ValueError as exc:
+        raise BadInput(f"{path}: {exc}") from None
 
 
 def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespace, reporter: Reporter,
@@ -151,49 +310,95 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
                       player: Callable[[Durability], Coroutine[Any, Any, int]] | None = None) -> int:
     """Play an agent script through a durable run of the async driver (the Loom agent's, or
     ``player``'s); ``--resume`` recovers it first."""
-    store = _open_run_store(args)
-    durable = Durability(store, args.run_id, args.resume, _decisions(args.decide))
+    with _owned(args) as ownership:
+        watched = _Watched(ownership.store)
+        durable = Durability(watched, args.run_id, args.resume, parse_decisions(args.decide))
+        try:
+            with _journal_errors(args):
+                stopped: list[str] = []
+                code = asyncio.run(_play_stoppable(table, script, workdir, reporter, args, model, durable, stopped,
+                                                   player))
+                if stopped:
+                    reporter.note("stopped", f"{stopped[0]}: the run stays where its journal is (version "
+                                             f"{ownership.store.version(args.run_id)}); continue it with --resume")
+                    return STOP_CODES.get(stopped[0], EXIT_FAILED)
+                if watched.failure is not None:
+                    raise watched.failure
+                return code
+        except RunFailed as exc:
+            reporter.note("error", str(exc))
+            return EXIT_FAILED
+        except DecisionError as exc:
+            raise BadInput(str(exc)) from None
+        finally:
+            if args.kill_hook is not None:
+                reporter.note("boundaries", str(args.kill_hook.count))
+
+
+STOP_CODES = {"SIGINT": 130, "SIGTERM": 143}
+
+
+async def _play_stoppable(table: Table, script: AgentScript, workdir: Path, reporter: Reporter,
+                          args: argparse.Namespace, model: LlmClient | None, durable: Durability,
+                          stopped: list[str], player: Callable[[Durability], Coroutine[Any, Any, int]] | None) -> int:
+    """One rule for --timeout, Ctrl-C and SIGTERM: the process stops and the run stays resumable.
+    Nothing more is journaled (not the shutdown that would end the run for good); a tool that
+    was running is stopped and its effect found ``unknown`` on resume, as after a crash."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None and isinstance(durable.store, _Watched)
+    watched = durable.store
+
+    def stop(why: str) -> None:
+        if not stopped:
+            stopped.append(why)
+            watched.detached = why
+            task.cancel()
+    timer = loop.call_later(args.timeout, stop, f"--timeout {args.timeout:g}s")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig.name)
     try:
-        with _journal_errors(args):
-            if player is not None:
-                return asyncio.run(player(durable))
-            return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model, durable))
-    except RunFailed as exc:
-        reporter.note("error", str(exc))
+        if player is not None:
+            return await player(durable)
+        # (the play's own timeout only backs this one up)
+        return await play_agent(table, script, workdir, reporter, args.timeout + 60, model, durable)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
         return EXIT_FAILED
-    except DecisionError as exc:
-        raise BadInput(str(exc)) from None
     finally:
-        store.close()
-        if args.kill_hook is not None:
-            reporter.note("boundaries", str(args.kill_hook.count))
+        timer.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def run_durable(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter) -> int:
     """Deliver an event script through a durable run; with ``--resume`` recover it first."""
-    store = _open_run_store(args)
+    check_script(table, script, args.script)
+    with _owned(args) as ownership:
+        try:
+            with _journal_errors(args):
+                return _deliver_script(table, script, args, reporter, ownership.store)
+        except RunFailed as exc:
+            reporter.note("error", str(exc))
+            return EXIT_FAILED
+        except DecisionError as exc:
+            raise BadInput(str(exc)) from None
+
+
+def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace, reporter: Reporter,
+                    store: Store) -> int:
     tools = _tools(table, ReceiptTool(reporter))
-    try:
-        with _journal_errors(args):
-            if args.resume:
-                run = DurableRun.open(store, table, args.run_id, tools)
-                reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
-                for id, answer in _decisions(args.decide).items():
-                    run.decide(id, answer)
-            else:
-                run = DurableRun.create(store, table, args.run_id, tools)
-    except RunFailed as exc:
-        reporter.note("error", str(exc))
-        return EXIT_FAILED
-    except DecisionError as exc:
-        raise BadInput(str(exc)) from None
+    if args.resume:
+        run = DurableRun.open(store, table, args.run_id, tools)
+        reporter.note("resume", f"run {args.run_id} recovered at version {run.version} in {run.state}")
+        for id, answer in parse_decisions(args.decide).items():
+            run.decide(id, answer)
+    else:
+        run = DurableRun.create(store, table, args.run_id, tools)
     for seq, (event, params) in enumerate(script.events, 1):
         previous = run.state
-        try:
-            delivery = run.deliver(event, params, event_id=f"script-{seq}")
-        except ValueError as exc:
-            reporter.note("error", f"event {seq}: {exc}")
-            return EXIT_FAILED
+        delivery = run.deliver(event, params, event_id=f"script-{seq}")
         if delivery.status == "duplicate":
             continue
         if delivery.status == "halted":
@@ -203,11 +408,10 @@ def run_durable(table: Table, script: EventScript, args: argparse.Namespace, rep
                                   delivery.status, delivery.actions, run.vars))
     pending = report_decisions(run, reporter)
     reporter.note("done", f"final state {run.state}, version {run.version}, {len(run.decisions())} decision(s) pending")
-    store.close()
     return EXIT_FAILED if pending else EXIT_OK
 
 
-def _table_for(machine: str, path: str | None) -> Table | None:
+def table_for(machine: str, path: str | None) -> Table | None:
     if path is not None:
         [table] = load_tables([path])
         return table
@@ -240,9 +444,31 @@ def run_journal(args: argparse.Namespace) -> int:
     url = args.store or args.path
     if url is None:
         raise BadInput("journal needs --store URL")
-    store = _open_store(url, must_exist=True)
+    args.path = url
+    if args.repair and not is_postgres(args.path):
+        path = sqlite_path(args.path)
+        if not Path(path).is_file():
+            raise BadInput(f"{args.path}: no such store")
+        try:
+            store: Store = SqliteStore(path, accept_damaged_log=True)
+        except JournalError as exc:
+            raise BadInput(str(exc)) from None
+        if isinstance(store, SqliteStore) and store.log_damage is not None:
+            print(f"repaired: {store.log_damage}; SQLite dropped those frames; the damaged log is kept in "
+                  f"{path}-wal.damaged")
+    else:
+        store = _open_store(args.path, must_exist=True)
+    try:
+        return _journal(store, args)
+    except StoreFailed as exc:
+        raise BadInput(damage_message(args.path, exc)) from None
+    finally:
+        store.close()
+
+
+def _journal(store: Store, args: argparse.Namespace) -> int:
     runs = store.runs() if args.run_id is None else [args.run_id]
-    status = EXIT_OK
+    damaged: list[str] = []
     out: list[dict[str, JSON]] = []
     for run_id in runs:
         try:
@@ -250,25 +476,49 @@ def run_journal(args: argparse.Namespace) -> int:
         except UnknownRun as exc:
             raise BadInput(str(exc)) from None
         entry: dict[str, JSON] = {"run_id": run_id, "machine": machine}
+        if args.repair:
+            _repair(store, args, run_id, entry)
         try:
             records = store.records(run_id)
             entry["records"] = [r.to_json() for r in records]
-            table = _table_for(machine, args.table)
+            table = table_for(machine, args.table)
             if table is not None:
                 run = DurableRun.attach(store, table, run_id, _tools(table, _ViewOnly()))
                 entry["current"] = run.st.to_json(table)
                 entry["decisions"] = [{"kind": d.kind, "id": d.id, "message": d.message} for d in run.decisions()]
-        except (CorruptJournal, JournalError) as exc:
-            entry["error"] = str(exc)
-            status = EXIT_FAILED
+        except (CorruptJournal, ReplayError) as exc:
+            entry["error"] = damage_message(args.path, exc)
+            damaged.append(str(entry["error"]))
             records = []
         out.append(entry)
         if not args.json:
             _print_run(entry, records)
     if args.json:
-        print(json.dumps({"ok": status == EXIT_OK, "runs": out}, indent=2))
-    store.close()
-    return status
+        print(json.dumps({"ok": not damaged, "runs": out}, indent=2))
+    for message in damaged:
+        print(f"agentfsm: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT if damaged else EXIT_OK
+
+
+def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
+    """``--repair``: cut a damaged tail back, as this run's owner (never under a live one)."""
+    lease: Lease | None = None
+    if isinstance(store, SqliteStore):
+        try:
+            lease = store.acquire(run_id, owner_name(), 15.0)
+        except RunHeld as exc:
+            raise BadInput(f"{args.path}: {exc}") from None
+    try:
+        discarded = repair_torn_tail(store, run_id)
+    except CorruptJournal:
+        return  # damage before the tail: reported below, not repairable by cutting
+    finally:
+        if lease is not None and isinstance(store, SqliteStore):
+            store.release(lease)
+    if discarded is not None:
+        entry["repaired"] = {"discarded_from": discarded}
+        if not args.json:
+            print(f"run {run_id}: repaired: records from {discarded} on discarded (a 'repaired' record says so)")
 
 
 def _print_run(entry: dict[str, JSON], records: list[Record]) -> None:

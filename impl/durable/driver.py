@@ -17,11 +17,13 @@ fed back to the agent.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from agentfsm.impl.driver import Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, Record, Store
+from agentfsm.impl.durable.journal import JSON, JournalError, Record, Store
+from agentfsm.impl.durable.leases import LeaseLost
 from agentfsm.impl.durable.run import CallSpec, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Outcome
@@ -147,9 +149,17 @@ class DurableLink:
 
     def step(self, envelope: Envelope) -> tuple[Outcome, int] | None:
         run = self.run
-        delivery = run.deliver(envelope.event, envelope.params, envelope.event_id,
-                               payload=self.agent.payload_json(envelope),
-                               calls=self.agent.effect_calls(envelope), reports=envelope.effect)
+        try:
+            delivery = run.deliver(envelope.event, envelope.params, envelope.event_id,
+                                   payload=self.agent.payload_json(envelope),
+                                   calls=self.agent.effect_calls(envelope), reports=envelope.effect)
+        except (JournalError, LeaseLost):
+            # Nothing was written: the driver's engine goes back to the journaled state (it must
+            # not show a state the journal never reached) and the run stops instead of waiting
+            # for events that depend on this one.
+            self.driver.engine.restore(run.state, run.st.vars)
+            self.driver.halt()
+            raise
         if delivery.status == "duplicate":
             return None
         if delivery.status == "halted" or run.st.halted is not None:
@@ -160,7 +170,16 @@ class DurableLink:
         return Outcome(delivery.accepted, delivery.state, run.vars, delivery.actions, status), delivery.seq
 
     def begin(self, key: str, retry: bool) -> bool:
-        return self.run.begin(key, retry) is not None
+        """Make ``started`` durable; False when the effect must not run (settled elsewhere, or the
+        journal failed: then the agent stops, as when a step cannot be journaled)."""
+        try:
+            return self.run.begin(key, retry) is not None
+        except JournalError as exc:
+            self.driver.failures.append(exc)
+            self.driver.log.error("%s: %s cannot start: %s", self.driver.name, key, exc)
+            self.driver.halt()
+            asyncio.get_running_loop().create_task(self.driver.shutdown())
+            return False
 
     def flush(self) -> None:
         due, self._due = self._due, []

@@ -149,6 +149,27 @@ class CorruptJournal(JournalError):
         self.tail = tail
 
 
+class StoreFailed(JournalError):
+    """The store itself failed after it opened (a damaged file, a full disk, an I/O error): the
+    message names the store and what is wrong. Never a conflict to retry."""
+
+
+def check_head(run_id: str, version: int, link: str, seq: int, last_link: str) -> None:
+    """Compare the journal read back with the run's recorded version and the checksum recorded
+    with it: records missing at the tail (a cut or rolled-back log) or a replaced last record
+    are reported as a damaged tail, which ``agentfsm journal --repair`` may cut back to."""
+    if seq < version:
+        missing = f"record {version}" if seq + 1 == version else f"records {seq + 1}..{version}"
+        raise CorruptJournal(run_id, seq + 1, f"the run's recorded version is {version} but its records end at "
+                                              f"{seq}: {missing} missing", True)
+    if seq > version:
+        raise CorruptJournal(run_id, version + 1, f"records run past the run's recorded version {version} "
+                                                  f"(to {seq})", True)
+    if last_link != link:
+        raise CorruptJournal(run_id, seq, "the last record is not the one recorded with the run's version "
+                                          "(checksum differs)", True)
+
+
 def seal(run_id: str, link: str, first_seq: int, entries: Sequence[Entry]) -> list[StoredRecord]:
     """Number and checksum ``entries`` following the record whose checksum is ``link``."""
     sealed: list[StoredRecord] = []

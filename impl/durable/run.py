@@ -21,6 +21,7 @@ Seed 003's rules, as code:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,9 @@ class EffectCall:
     attempt: int
     tool: str = ""
     args: JSON = None
+    token: int = 0
+    """The fencing token of the run's owner making the call (0 outside leases): a service that
+    fences (``Tool.fences``) refuses a call older than a status query it already answered."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,12 @@ with the event it feeds back (``deliver(..., reports=Report(...))``)."""
 
 
 class Tool(Protocol):
-    """An external action's handler. ``status`` answers None when the tool has no status query."""
+    """An external action's handler. ``status`` answers None when the tool has no status query.
+
+    A status query's ``not-run`` is trusted (the effect is then run) only from a tool whose
+    class sets ``fences = True``: its status query also fences the key at the caller's token,
+    so a stalled previous owner (an older token) can no longer perform it. From any other
+    tool, ``not-run`` is treated as no answer (the previous owner may still act)."""
 
     def run(self, call: EffectCall) -> JSON:
         ...
@@ -159,6 +168,21 @@ class Delivery:
     seq: int = 0
 
 
+def describe_call(effect: Effect, limit: int = 300) -> str:
+    """An effect as a user deciding it needs to see it: the tool (or action) and its arguments."""
+    name = effect.tool or effect.action
+    shown = effect.args
+    if isinstance(shown, dict) and isinstance(shown.get("arguments"), str):  # a model's tool call: its arguments
+        try:
+            shown = json.loads(shown["arguments"])
+        except ValueError:
+            shown = shown["arguments"]
+    if shown is None:
+        return name
+    args = json.dumps(shown, sort_keys=True, ensure_ascii=False)
+    return f"{name} {args if len(args) <= limit else args[:limit] + '...'}"
+
+
 def table_approvals(table: Table) -> dict[str, float | None]:
     """The actions the table marks as asking for approval (``approval:``), with their lifetimes."""
     return {a.name: a.approval_lifetime for a in table.actions if a.approval}
@@ -183,6 +207,9 @@ class Options:
     snapshot_every: int = 0
     max_conflicts: int = 100
     clock: Clock = time.time
+    max_attempts: int = 5
+    """An idempotent effect started this many times without an outcome (each owner lost it
+    mid-call: it keeps outliving the lease) is no longer retried: it becomes a decision."""
 
 
 class DurableRun:
@@ -276,14 +303,20 @@ class DurableRun:
         return list(self.st.approvals.values())
 
     def decisions(self) -> list[Decision]:
-        found = [Decision("unknown-effect", e.key, f"{e.tool or e.action} ({e.key}) may or may not have run: "
-                          "its outcome is unknown; decide completed, failed or rerun")
+        found = [Decision("unknown-effect", e.key, f"{describe_call(e)} ({e.key}) may or may not have run: "
+                          "its outcome is unknown" + self._outlived(e) + "; decide completed, failed or rerun")
                  for e in self.st.effects.values() if e.status == "unknown" and e.key not in self.handed]
         found += [Decision("approval-expired", a.id, f"the approval asked by {a.action} ({a.id}) expired "
                            "while the run was down; ask again") for a in self.st.approvals.values() if a.expired]
         if self.st.halted is not None:
             found.append(Decision("anomaly", str(self.st.version), self.st.halted))
         return found
+
+    def _outlived(self, effect: Effect) -> str:
+        if effect.idempotent and effect.attempts >= self.options.max_attempts:
+            return (f" (started {effect.attempts} times, it never completed before its owner stopped or lost "
+                    "the lease: it keeps outliving the lease, so it is not retried again)")
+        return ""
 
     # -- writing -------------------------------------------------------------------------
 
@@ -422,7 +455,9 @@ class DurableRun:
         return self.tools[effect.action]
 
     def _call(self, effect: Effect, attempt: int) -> EffectCall:
-        return EffectCall(self.run_id, effect.action, effect.key, attempt, effect.tool, effect.args)
+        lease = getattr(self.store, "lease", None)
+        token = int(getattr(lease, "token", 0))
+        return EffectCall(self.run_id, effect.action, effect.key, attempt, effect.tool, effect.args, token)
 
     def unreported(self) -> list[Effect]:
         """Settled effects whose outcome no event has fed back yet (resolved by a status query
@@ -496,33 +531,40 @@ class DurableRun:
         effect = self.st.effects[key]
         if effect.status != "unknown":
             return
-        reply = self._tool(effect).status(self._call(effect, effect.attempts))
+        tool = self._tool(effect)
+        reply = tool.status(self._call(effect, effect.attempts))
         if reply is not None and reply[0] == "done":
             self._complete(key, "completed", reply[1], "status")
-        elif reply is not None and reply[0] == "not-run":
+        elif reply is not None and reply[0] == "not-run" and getattr(tool, "fences", False):
             self._perform(effect)
-        elif effect.idempotent:
+        elif effect.idempotent and effect.attempts < self.options.max_attempts:
             self._perform(effect, retry=True)
 
     def decide(self, id: str, decision: str, result: JSON = None) -> None:
         """The user's answer to a decision: for an unknown effect ``completed``, ``failed`` or
         ``rerun`` (runs it again with the same key, on the user's word); ``continue`` for an anomaly."""
+        self._append([self.decision_entry(id, decision, result)])
+        if decision == "rerun":
+            self._perform(self.st.effects[id])
+
+    def decision_entry(self, id: str, decision: str, result: JSON = None) -> Entry:
+        """The ``decided`` record for the user's answer, checked (``DecisionError``) but not written:
+        for a store that writes it together with something else (a job queued again)."""
         if self.st.halted is not None and decision == "continue":
-            self._append([Entry(DECIDED, {"decision": "continue"}, self.options.clock())])
-            return
+            return Entry(DECIDED, {"decision": "continue"}, self.options.clock())
         effect = self.st.effects.get(id)
         if effect is None or effect.status != "unknown":
             raise DecisionError(f"no unknown effect {id!r} to decide")
         if decision not in ("completed", "failed", "rerun"):
             raise DecisionError(f"decide {id!r} as completed, failed or rerun, not {decision!r}")
-        self._append([Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())])
-        if decision == "rerun":
-            self._perform(self.st.effects[id])
+        return Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())
 
 
 def repair_torn_tail(store: Store, run_id: str, clock: Clock = time.time) -> int | None:
-    """Discard a torn last record, on the user's explicit request, and journal that it did.
-    Returns the sequence number discarded from, or None when the journal was whole."""
+    """Discard a damaged tail (a torn or flipped last record, or records missing at the end: the
+    run's recorded version is cut back to the last good record), on the user's explicit request,
+    and journal that it did. Returns the sequence number discarded from, or None when the journal
+    was whole; damage before the tail raises ``CorruptJournal``."""
     try:
         store.load(run_id)
         return None

@@ -75,6 +75,9 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+IDLE_IN_TRANSACTION = 5.0
+"""Seconds a session may sit idle inside a transaction (every transaction here is a few
+statements sent back to back) before the server ends it and releases its locks."""
 
 
 class PostgresStore(SqlJournal):
@@ -93,6 +96,9 @@ class PostgresStore(SqlJournal):
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
             raise JournalError(f"cannot connect to the PostgreSQL store: {str(exc).strip()}") from None
+        # A worker stalled inside a transaction (a frozen VM, SIGSTOP) would keep the run's rows
+        # locked: the server ends such a session, its locks go, and the stalled worker's commit fails.
+        self._conn.execute(f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION * 1000)}")
         if schema is not None:
             self._conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             self._conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
@@ -166,12 +172,16 @@ class PostgresStore(SqlJournal):
                                (run_id, machine, json.dumps(list(script))))
 
     def claim(self, owner: str, machines: Sequence[str], seconds: float) -> Lease | None:
+        """The oldest claimable run. A run whose last lease lapsed (its owner died or stalled) waits
+        out a back-off that doubles with every claim (0, 1, 3, 7, 15 lease lengths), so a run whose
+        effect keeps outliving its lease does not starve the runs queued behind it."""
         deadline = time.monotonic() + seconds
         row = self._conn.execute(
             "UPDATE jobs SET owner = %(owner)s, token = token + 1, claims = claims + 1, "
             "expires_at = clock_timestamp() + make_interval(secs => %(secs)s) "
             "WHERE run_id = (SELECT run_id FROM jobs WHERE status = 'queued' AND machine = ANY(%(machines)s) "
-            "AND (expires_at IS NULL OR expires_at <= clock_timestamp()) ORDER BY id LIMIT 1 "
+            "AND (expires_at IS NULL OR expires_at + make_interval(secs => %(secs)s * "
+            "(power(2, least(claims, 5) - 1) - 1)) <= clock_timestamp()) ORDER BY id LIMIT 1 "
             "FOR UPDATE SKIP LOCKED) RETURNING run_id, machine, token, script",
             {"owner": owner, "secs": seconds, "machines": list(machines)}).fetchone()
         if row is None:
@@ -196,6 +206,18 @@ class PostgresStore(SqlJournal):
             "AND expires_at > clock_timestamp()", (status, outcome, lease.run_id, lease.token))
         if cursor.rowcount != 1:
             raise LeaseLost(lease.run_id, lease.token, "it expired or another worker claimed the run")
+
+    def requeue(self, run_id: str, expect: int, entries: Sequence[Entry]) -> None:
+        """Journal the user's decisions on a blocked run and queue it again for a worker (which
+        performs a ``rerun`` with the real tools), in one transaction."""
+        with self._conn.transaction():
+            row = self._conn.execute("SELECT status FROM jobs WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+            if row is None or row[0] != "blocked":
+                raise JournalError(f"run {run_id!r} is {'not a job' if row is None else row[0]}, not blocked: "
+                                   "only a blocked run waits for a decision")
+            self._append(run_id, expect, entries, None)
+            self._conn.execute("UPDATE jobs SET status = 'queued', outcome = NULL, owner = NULL, expires_at = NULL, "
+                               "claims = 0 WHERE run_id = %s", (run_id,))
 
     def jobs(self) -> list[Job]:
         rows: list[Any] = self._conn.execute("SELECT run_id, machine, status, owner, token, claims, outcome "

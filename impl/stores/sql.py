@@ -25,6 +25,7 @@ from agentfsm.impl.durable.journal import (
     StoredRecord,
     StoredSnapshot,
     UnknownRun,
+    check_head,
     load_verified,
     seal,
     seal_snapshot,
@@ -158,16 +159,26 @@ class SqlJournal:
 
     def load(self, run_id: str) -> Loaded:
         with self._read():
-            self._head(run_id)
+            version, link = self._head(run_id)
             rows = self._execute("SELECT seq, link, body, checksum FROM snapshots WHERE run_id = ? "
                                  "ORDER BY seq DESC", (run_id,)).fetchall()
             snapshots = (StoredSnapshot(int(seq), str(link), str(body), str(check)) for seq, link, body, check in rows)
-            return load_verified(run_id, snapshots, lambda after: self._stored(run_id, after))
+            loaded = load_verified(run_id, snapshots, lambda after: self._stored(run_id, after))
+        if loaded.records:
+            check_head(run_id, version, link, loaded.records[-1].seq, loaded.records[-1].checksum)
+        elif loaded.snapshot is not None:
+            check_head(run_id, version, link, loaded.snapshot.seq, loaded.snapshot.link)
+        else:
+            check_head(run_id, version, link, 0, "")
+        return loaded
 
     def records(self, run_id: str, after: int = 0) -> list[Record]:
         with self._read():
-            self._head(run_id)
-            return [r for r in verify(run_id, "", 1, self._stored(run_id, 0)) if r.seq > after]
+            version, link = self._head(run_id)
+            records = verify(run_id, "", 1, self._stored(run_id, 0))
+        last = records[-1] if records else None
+        check_head(run_id, version, link, last.seq if last else 0, last.checksum if last else "")
+        return [r for r in records if r.seq > after]
 
     def discard_tail(self, run_id: str, seq: int) -> None:
         with self._transaction():

@@ -9,12 +9,20 @@ reported rather than replayed.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
-from agentfsm.impl.durable.journal import Boundary, JournalError
+from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record, StoreFailed
+from agentfsm.impl.durable.leases import Lease, LeaseLost, RunHeld, owner_gone
 from agentfsm.impl.stores.sql import SqlJournal
+from agentfsm.impl.stores.wal import wal_damage
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SCHEMA_VERSION = 1
 
@@ -35,6 +43,12 @@ CREATE TABLE IF NOT EXISTS records (
     checksum TEXT NOT NULL,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owners (
+    run_id     TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    token      INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS snapshots (
     run_id   TEXT NOT NULL,
     seq      INTEGER NOT NULL,
@@ -46,23 +60,58 @@ CREATE TABLE IF NOT EXISTS snapshots (
 """
 
 
-def connect(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
+def connect(path: str | Path, timeout: float = 30.0, same_thread: bool = True) -> sqlite3.Connection:
     """A connection with the store's durability settings (also used by the benchmark's baseline)."""
-    conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None)
+    conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return conn
 
 
+def what_failed(exc: sqlite3.Error) -> str:
+    """What a SQLite error says about the file, in a user's words."""
+    text = str(exc)
+    if "disk is full" in text or "disk I/O error" in text:
+        return f"the disk is full or failing ({text})"
+    if "malformed" in text or "not a database" in text or "decode" in text:
+        return f"the database file is damaged ({text})"
+    if "locked" in text or "busy" in text:
+        return f"another process holds the file's write lock too long ({text})"
+    return text
+
+
+def _guarded(method: Callable[Concatenate[SqliteStore, P], R]) -> Callable[Concatenate[SqliteStore, P], R]:
+    """A store method whose SQLite errors become ``StoreFailed`` naming the file (never a traceback)."""
+
+    def wrapper(self: SqliteStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+
+
 class SqliteStore(SqlJournal):
     """Runs' journals in one SQLite database file; safe to share between processes."""
 
-    def __init__(self, path: str | Path, on_boundary: Boundary | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | Path, on_boundary: Boundary | None = None, timeout: float = 30.0,
+                 same_thread: bool = True, accept_damaged_log: bool = False) -> None:
+        """``accept_damaged_log``: open even when the write-ahead log is damaged (``journal
+        --repair``): SQLite then drops the damaged frames and the ones after them."""
         self.path = Path(path)
         self.on_boundary = on_boundary
+        damage = wal_damage(self.path)
+        if damage is not None and not accept_damaged_log:
+            raise StoreFailed(f"{damage}; `agentfsm journal --repair` accepts the loss (a copy of the log is kept)")
+        if damage is not None and Path(f"{self.path}-wal").exists():
+            shutil.copyfile(f"{self.path}-wal", f"{self.path}-wal.damaged")
+        self.log_damage = damage
         try:
-            self._conn = connect(self.path, timeout)
+            self._conn = connect(self.path, timeout, same_thread)
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: not a journal store ({exc})") from None
@@ -93,6 +142,62 @@ class SqliteStore(SqlJournal):
     def close(self) -> None:
         self._conn.close()
 
+    # -- one owner per run ---------------------------------------------------------------
+
+    @_guarded
+    def acquire(self, run_id: str, owner: str, seconds: float) -> Lease:
+        """Own the run (it need not exist yet): a lease with a token one above the last one. While
+        another owner's lease is live and that process still exists, ``RunHeld``."""
+        with self._transaction():
+            now = time.time()
+            row = self._conn.execute("SELECT owner, token, expires_at FROM owners WHERE run_id = ?",
+                                     (run_id,)).fetchone()
+            if row is not None and float(row[2]) > now and not owner_gone(str(row[0])):
+                raise RunHeld(run_id, str(row[0]), int(row[1]), float(row[2]) - now)
+            token = (int(row[1]) if row is not None else 0) + 1
+            self._conn.execute("INSERT INTO owners VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                               "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
+                               (run_id, owner, token, now + seconds))
+        return Lease(run_id, "", token, owner, seconds, deadline=time.monotonic() + seconds)
+
+    @_guarded
+    def renew(self, lease: Lease) -> None:
+        deadline = time.monotonic() + lease.seconds
+        with self._transaction():
+            cursor = self._conn.execute("UPDATE owners SET expires_at = ? WHERE run_id = ? AND token = ?",
+                                        (time.time() + lease.seconds, lease.run_id, lease.token))
+            if cursor.rowcount != 1:
+                raise LeaseLost(lease.run_id, lease.token, "another process took the run over")
+        lease.deadline = deadline
+
+    @_guarded
+    def release(self, lease: Lease) -> None:
+        """Give the run back (the token stays, so a later owner's is still higher)."""
+        with self._transaction():
+            self._conn.execute("UPDATE owners SET expires_at = 0 WHERE run_id = ? AND token = ?",
+                               (lease.run_id, lease.token))
+
+    def _check_fence(self, lease: Lease) -> None:
+        row = self._conn.execute("SELECT owner, token FROM owners WHERE run_id = ?", (lease.run_id,)).fetchone()
+        if row is None or int(row[1]) != lease.token:
+            holder = "nobody" if row is None else f"{row[0]} (lease {row[1]})"
+            raise LeaseLost(lease.run_id, lease.token, f"the run is now owned by {holder}")
+
+    @_guarded
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, JSON] | None = None, fence: Lease | None = None) -> list[Record]:
+        """The compare-and-swap append; under a lease, fenced in the same transaction."""
+        check = None if fence is None else lambda: self._check_fence(fence)
+        return self._append(run_id, expect, entries, snapshot, check)
+
+    create = _guarded(SqlJournal.create)
+    runs = _guarded(SqlJournal.runs)
+    version = _guarded(SqlJournal.version)
+    machine = _guarded(SqlJournal.machine)
+    load = _guarded(SqlJournal.load)
+    records = _guarded(SqlJournal.records)
+    discard_tail = _guarded(SqlJournal.discard_tail)
+
 
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rollback on any exception, including a crash)."""
@@ -106,10 +211,16 @@ class _Transaction:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if kind is not None:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             return
         try:
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _rollback(self) -> None:
+        """Roll back what is still open: SQLite itself ends a transaction on some errors (a full
+        disk), and a second ROLLBACK would hide the real error behind "no transaction is active"."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")

@@ -15,9 +15,10 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentfsm.impl.durable.journal import JournalError, RunExists
+from agentfsm.impl.durable import commands as durable_commands
+from agentfsm.impl.durable.journal import JSON, JournalError, RunExists
 from agentfsm.impl.durable.leases import LeasingStore
-from agentfsm.impl.durable.run import Options, Tool
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.stores.urls import open_leasing_store
 from agentfsm.impl.workers.worker import ToolFactory, check_events, serve, submit
@@ -73,6 +74,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "input.")
     j.add_argument("--store", required=True, metavar="URL", help=STORE_HELP)
     j.add_argument("--json", action="store_true", help="print one JSON object")
+    j.add_argument("--run", dest="run_id", metavar="ID", help="with --decide: the blocked run to settle")
+    j.add_argument("--decide", action="append", default=[], metavar="KEY=DECISION",
+                   help="settle a blocked run's unknown effect (completed, failed or rerun; an anomaly's id with "
+                        "continue) and queue the run again: a worker performs a rerun with its real tools")
+    j.add_argument("--table", metavar="TABLE", help="with --decide: the run's table (default: the bundled one)")
     j.set_defaults(func=run_jobs)
 
 
@@ -159,9 +165,39 @@ def run_worker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def decide_job(store: LeasingStore, args: argparse.Namespace) -> None:
+    """``jobs --run ID --decide KEY=DECISION``: the decisions journaled and the job queued again."""
+    if not args.run_id:
+        raise BadInput("--decide needs --run ID (the blocked run)")
+    decisions = durable_commands.parse_decisions(args.decide)
+    try:
+        machine = store.machine(args.run_id)
+        table = durable_commands.table_for(machine, args.table)
+        if table is None:
+            raise BadInput(f"no bundled table runs machine {machine!r}: name it with --table")
+        run = DurableRun.attach(store, table, args.run_id, {a.name: _NoTool() for a in table.actions
+                                                            if a.effect == "external"})
+        store.requeue(args.run_id, run.version, [run.decision_entry(id, d) for id, d in decisions.items()])
+    except (DecisionError, JournalError) as exc:
+        raise BadInput(f"{args.store}: {exc}") from None
+    print(f"run {args.run_id}: {len(decisions)} decision(s) journaled; queued again for a worker")
+
+
+class _NoTool:
+    """Deciding runs no tool: the worker that takes the run again performs a rerun."""
+
+    def run(self, call: EffectCall) -> JSON:
+        raise RuntimeError("deciding a job runs no tool")
+
+    def status(self, call: EffectCall) -> StatusReply | None:
+        return None
+
+
 def run_jobs(args: argparse.Namespace) -> int:
     store = _open(args.store)
     try:
+        if args.decide:
+            decide_job(store, args)
         jobs = store.jobs()
     finally:
         store.close()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.journal import CREATED, JSON, Entry
-from agentfsm.impl.durable.leases import FencedStore, Lease, LeaseLost, LeasingStore
+from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, LeasingStore
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import config_json
 from agentfsm.spec.expr import Value
@@ -56,7 +56,10 @@ def submit(store: LeasingStore, table: Table, run_id: str, events: Events, now: 
 class GuardedTool:
     """A tool that renews the lease before it runs: it never starts on a lapsed lease. When the
     renewal cannot be made at all (the store is unreachable), the worker gives the run up as
-    if it had crashed here, rather than let the runtime record a failure of a tool that never ran."""
+    if it had crashed here, rather than let the runtime record a failure of a tool that never ran.
+    While the tool runs, a heartbeat keeps renewing the lease, so a tool longer than the lease is
+    not taken over from a live worker; one that stalls (or dies) stops renewing, and its
+    result is then refused (the ``completed`` write is fenced)."""
 
     def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None]) -> None:
         self.tool = tool
@@ -68,10 +71,15 @@ class GuardedTool:
             self.renew(self.lease)
         except Exception as exc:
             raise LeaseLost(self.lease.run_id, self.lease.token, f"could not renew it: {exc}") from exc
-        return self.tool.run(call)
+        with Heartbeat(self.lease, self.renew):
+            return self.tool.run(call)
 
     def status(self, call: EffectCall) -> StatusReply | None:
         return self.tool.status(call)
+
+    @property
+    def fences(self) -> bool:
+        return bool(getattr(self.tool, "fences", False))
 
 
 @dataclass

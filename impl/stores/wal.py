@@ -1,0 +1,94 @@
+"""A check of SQLite's write-ahead log before a store opens it.
+
+SQLite stops reading its log at the first frame whose checksum fails and silently drops
+that frame and every later one, although those were committed and synced; a log that was
+cut or deleted loses its frames the same way. Nothing in the database then says records
+are missing: the run's version rolls back with them. Two things do tell, and are checked
+here, read-only, before SQLite's own recovery can discard the evidence:
+
+- a frame that fails its checksum followed by frames of the same log generation (the same
+  salts): frames are written in order, so the bad one was once whole (a flipped bit);
+- the log index (``-shm``, left behind by a process that died) counting more frames than
+  the log holds: the log was cut or deleted.
+
+A torn last frame (a power cut mid-commit) is neither: that commit was never acknowledged.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+WAL_MAGIC = (0x377F0682, 0x377F0683)
+WAL_HEADER = 32
+FRAME_HEADER = 24
+
+
+def _checksum(data: bytes, big_endian: bool, s0: int, s1: int) -> tuple[int, int]:
+    words = struct.unpack((">" if big_endian else "<") + f"{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_frames(wal: bytes) -> tuple[int, int | None]:
+    """(valid frames, the first bad frame followed by frames of its generation, or None)."""
+    if len(wal) < WAL_HEADER:
+        return 0, None
+    magic, _, page, _, salt1, salt2, c1, c2 = struct.unpack(">8I", wal[:WAL_HEADER])
+    if magic not in WAL_MAGIC or page < 512 or page & (page - 1):
+        return 0, None
+    big = bool(magic & 1)
+    if _checksum(wal[:24], big, 0, 0) != (c1, c2):
+        return 0, None
+    size = FRAME_HEADER + page
+    count = (len(wal) - WAL_HEADER) // size
+    s0, s1 = c1, c2
+    for n in range(count):
+        at = WAL_HEADER + n * size
+        header = wal[at:at + FRAME_HEADER]
+        f_salt1, f_salt2, f_c1, f_c2 = struct.unpack(">4I", header[8:24])
+        ok = (f_salt1, f_salt2) == (salt1, salt2)
+        if ok:
+            s0, s1 = _checksum(header[:8], big, s0, s1)
+            s0, s1 = _checksum(wal[at + FRAME_HEADER:at + size], big, s0, s1)
+            ok = (s0, s1) == (f_c1, f_c2)
+        if not ok:
+            later = any(struct.unpack(">2I", wal[WAL_HEADER + m * size + 8:WAL_HEADER + m * size + 16])
+                        == (salt1, salt2) for m in range(n + 1, count))
+            return n, (n + 1 if later and (f_salt1, f_salt2) == (salt1, salt2) else None)
+    return count, None
+
+
+def index_frames(shm: bytes) -> int:
+    """How many frames the log index says the log holds (0 when it says nothing usable)."""
+    if len(shm) < 48:
+        return 0
+    first, second = shm[:48], shm[48:96]
+    if first != second:  # the two copies of the header differ: an index being written, not evidence
+        return 0
+    version, = struct.unpack("=I", first[:4])
+    is_init = first[12]
+    max_frame, = struct.unpack("=I", first[16:20])
+    return max_frame if version == 3007000 and is_init else 0
+
+
+def wal_damage(db: Path) -> str | None:
+    """What is wrong with the database's write-ahead log, or None."""
+    wal_path, shm_path = Path(f"{db}-wal"), Path(f"{db}-shm")
+    try:
+        wal = wal_path.read_bytes() if wal_path.exists() else b""
+        shm = shm_path.read_bytes()[:96] if shm_path.exists() else b""
+    except OSError:
+        return None
+    frames, bad = wal_frames(wal)
+    if bad is not None:
+        return (f"{wal_path}: frame {bad} fails its checksum and committed frames follow it: SQLite would drop "
+                f"them silently (the log is damaged)")
+    indexed = index_frames(shm)
+    if indexed > frames:
+        what = "is missing" if not wal else f"holds {frames} valid frames"
+        return (f"{wal_path}: the log index counts {indexed} committed frames but the log {what}: it was cut, "
+                "damaged or deleted (records would be lost silently)")
+    return None
