@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from agentfsm.cli import main
 from agentfsm.impl.system_run import RunDiverged, run_trace
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_trace import load_system_trace
 from agentfsm.verify.system_checks import run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_trace import replay
+
+from agentfsm.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ROOT / "spec" / "systems"
