@@ -144,6 +144,22 @@ def _group_ref(system: System, index: int) -> str:
     return inst.group if not group.counted else f"{inst.group} ×{len(group.members)}"
 
 
+def _edges(system: System) -> list[tuple[str, str, str]]:
+    """One edge per (source group, target group, action → event), how the target is picked."""
+    edges: list[tuple[str, str, str]] = []
+    for link in system.links:
+        how = {"one": "", "all": " (each)", "any": " (any one)", "arg": " (by arg)"}[link.mode]
+        edge = (system.instances[min(link.sources)].group, system.instances[link.targets[0]].group,
+                f"{link.action} → {link.event}{how}")
+        if edge not in edges:
+            edges.append(edge)
+    return edges
+
+
+def _inputs(system: System) -> list[tuple[str, str]]:
+    return [(system.instances[env.instances[0]].group, env.event) for env in system.environment]
+
+
 def structure_dot(system: System) -> str:
     """Instances (a group as one box) and links, the environment's events as edges from outside."""
     lines = [f'digraph "{system.name}" {{', "  rankdir=LR;", '  node [shape=box, style="rounded,filled", '
@@ -153,18 +169,10 @@ def structure_dot(system: System) -> str:
         inst = system.instances[group.members[0]]
         extra = " (passive)" if inst.passive else ""
         lines.append(f'  "{name}" [label="{_group_ref(system, group.members[0])}\\n{inst.table.machine}{extra}"];')
-    seen = set()
-    for link in system.links:
-        source = system.instances[min(link.sources)].group
-        target = system.instances[link.targets[0]].group
-        how = {"one": "", "all": " (each)", "any": " (any one)", "arg": " (by arg)"}[link.mode]
-        edge = (source, target, f"{link.action} → {link.event}{how}")
-        if edge not in seen:
-            seen.add(edge)
-            lines.append(f'  "{source}" -> "{target}" [label="{edge[2]}"];')
-    for env in system.environment:
-        into = system.instances[env.instances[0]].group
-        lines.append(f'  environment -> "{into}" [label="{env.event}", style=dashed, color="#888888"];')
+    for source, target, label in _edges(system):
+        lines.append(f'  "{source}" -> "{target}" [label="{label}"];')
+    for into, event in _inputs(system):
+        lines.append(f'  environment -> "{into}" [label="{event}", style=dashed, color="#888888"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -174,15 +182,8 @@ def structure_mermaid(system: System) -> str:
     for name, group in system.groups.items():
         inst = system.instances[group.members[0]]
         lines.append(f'    {name}["{_group_ref(system, group.members[0])}<br/>{inst.table.machine}"]')
-    seen = set()
-    for link in system.links:
-        source = system.instances[min(link.sources)].group
-        target = system.instances[link.targets[0]].group
-        edge = (source, target, f"{link.action} → {link.event}")
-        if edge not in seen:
-            seen.add(edge)
-            lines.append(f'    {source} -->|"{edge[2]}"| {target}')
-    for env in system.environment:
-        into = system.instances[env.instances[0]].group
-        lines.append(f'    environment -.->|"{env.event}"| {into}')
+    for source, target, label in _edges(system):
+        lines.append(f'    {source} -->|"{label}"| {target}')
+    for into, event in _inputs(system):
+        lines.append(f'    environment -.->|"{event}"| {into}')
     return "\n".join(lines) + "\n"

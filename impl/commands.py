@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,9 +17,13 @@ from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.impl.system_run import RunDiverged, run_trace
 from agentfsm.spec import load_table
+from agentfsm.spec.errors import TableError
+from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_trace import SystemTraceError, describe_config, load_system_trace
 
-from agentfsm.cliutil import BadInput, add_set_option, load_tables, parse_overrides
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, add_set_option, load_tables, parse_overrides
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,8 +33,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "('inputs' and 'replies') drives the Loom agent with a scripted LLM and real tools in the "
                     "work directory; an event script ('events') feeds any table's engine directly. Exit 0 when "
                     "the run completed, 1 on a failure, 2 on bad input.")
-    run.add_argument("table", metavar="TABLE")
-    run.add_argument("--script", required=True, metavar="FILE", help="the conversation script (YAML)")
+    run.add_argument("table", metavar="TABLE", help="a table, or a system file (then --script is an interleaved "
+                     "trace, e.g. a counterexample from verify --trace-out, played one engine per instance)")
+    run.add_argument("--script", required=True, metavar="FILE", help="the conversation script (YAML), or a "
+                     "system's trace (JSON)")
     run.add_argument("--workdir", metavar="DIR",
                      help="directory the tools work in (default: the script's 'workdir', relative to the "
                           "script, else the current directory)")
@@ -63,6 +70,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    if is_system_file(args.table):
+        return run_system(args)
     [table] = load_tables([args.table], args.overrides)
     try:
         script = load_script(args.script)
@@ -130,6 +139,33 @@ def run_run(args: argparse.Namespace) -> int:
         return asyncio.run(play_agent(table, script, workdir, reporter, args.timeout, model))
     except (ValueError, TypeError) as exc:  # the table lacks what the Loom driver maps (events, actions)
         raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None
+
+
+def run_system(args: argparse.Namespace) -> int:
+    """``run SYSTEM --script TRACE``: the engines play an interleaved trace; exit 1 if a step cannot happen."""
+    try:
+        system = load_system(args.table)
+    except TableError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        trace = load_system_trace(system, Path(args.script).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read {args.script}: {exc}") from None
+    except SystemTraceError as exc:
+        raise BadInput(f"{args.script}: {exc}") from None
+    print(f"{system.name}: running {len(trace.steps)} steps, one engine per instance", flush=True)
+    try:
+        config = asyncio.run(run_trace(system, trace.steps, lambda line: print(line, flush=True)))
+    except RunDiverged as exc:
+        print(f"agentfsm: the run diverged from the script: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print("  reached:")
+    print("\n".join(describe_config(system, config)))
+    if args.json:
+        print(json.dumps({"system": system.name, "configuration": config}))
+    return 0
 
 
 def run_adapter(args: argparse.Namespace) -> int:

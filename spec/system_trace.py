@@ -114,3 +114,24 @@ def load_system_trace(system: System, text: str) -> SystemTrace:
     loop = data.get("loop_start")
     return SystemTrace(system.name, data.get("check"), data.get("kind"), tuple(labels),
                        loop if isinstance(loop, int) else None)
+
+
+def describe_config(system: System, config: Any) -> list[str]:
+    """A system configuration (insts, mailboxes, stalled, spent), one line per instance."""
+    insts, boxes, stalled, spent = config
+    lines = []
+    for inst, (state, values), box, flag in zip(system.instances, insts, boxes, stalled, strict=True):
+        table = inst.table
+        shown = " ".join(f"{v.name}={str(x).lower() if isinstance(x, bool) else x}"
+                         for v, x in zip(table.variables, values, strict=True))
+        queue = ", ".join(f"{e}{shown_params(p)}" for e, p in box)
+        lines.append(f"    {inst.name}: {table.states[state].name}" + (f" {{{shown}}}" if shown else "")
+                     + (f"  mailbox [{queue}]" if box else "") + ("  (stalled)" if flag else ""))
+    if spent:
+        lines.append("    faults spent: " + ", ".join(f"{f.kind} {k}/{f.max}" for f, k in zip(system.faults, spent,
+                                                                                               strict=True)))
+    return lines
+
+
+def shown_params(params: Sequence[Value]) -> str:
+    return "(" + ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in params) + ")" if params else ""

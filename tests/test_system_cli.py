@@ -59,7 +59,7 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", LOOM, "--format", "mermaid"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("flowchart LR") and 'agent -->|"ExecuteTools → Execute"| call' in out
+    assert out.startswith("flowchart LR") and 'agent -->|"ExecuteTools → Execute (each)"| call' in out
     assert 'call["call ×2<br/>loom-tool"]' in out
     picture = tmp_path / "loom.svg"
     assert main(["diagram", LOOM, "-o", str(picture)]) == 0

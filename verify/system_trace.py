@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentfsm.spec.expr import Value
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import (
     Label,
     SystemTrace,
     SystemTraceError,
+    describe_config,
     label_json,
     label_text,
     load_system_trace,
+    shown_params,
 )
 from agentfsm.verify.system_explore import Config, Effect, Stepper, initial_config
 
@@ -49,26 +50,6 @@ def replay(system: System, labels: Sequence[Label]) -> list[tuple[Label, Config,
     return done
 
 
-def describe_config(system: System, config: Config) -> list[str]:
-    insts, boxes, stalled, spent = config
-    lines = []
-    for inst, (state, values), box, flag in zip(system.instances, insts, boxes, stalled, strict=True):
-        table = inst.table
-        shown = " ".join(f"{v.name}={str(x).lower() if isinstance(x, bool) else x}"
-                         for v, x in zip(table.variables, values, strict=True))
-        queue = ", ".join(f"{e}{_tuple(p)}" for e, p in box)
-        lines.append(f"    {inst.name}: {table.states[state].name}" + (f" {{{shown}}}" if shown else "")
-                     + (f"  mailbox [{queue}]" if box else "") + ("  (stalled)" if flag else ""))
-    if spent:
-        lines.append("    faults spent: " + ", ".join(f"{f.kind} {k}/{f.max}" for f, k in zip(system.faults, spent,
-                                                                                               strict=True)))
-    return lines
-
-
-def _tuple(params: Sequence[Value]) -> str:
-    return "(" + ", ".join(str(v).lower() if isinstance(v, bool) else str(v) for v in params) + ")" if params else ""
-
-
 def format_steps(system: System, steps: Sequence[tuple[Label, Config, Effect]],
                  loop_start: int | None = None) -> list[str]:
     """One line per step, then one per message it sent and per finding; the final configuration."""
@@ -85,7 +66,7 @@ def format_steps(system: System, steps: Sequence[tuple[Label, Config, Effect]],
         lines.append(f"  {n:3d}. {label_text(system, label)}{change}{loop}")
         for sent in effect.sent:
             target = system.instances[sent.target].name
-            lines.append(f"         {inst.name}.{sent.action} -> {target}: {sent.event}{_tuple(sent.params)}"
+            lines.append(f"         {inst.name}.{sent.action} -> {target}: {sent.event}{shown_params(sent.params)}"
                          + ("  DROPPED (mailbox full)" if sent.dropped else ""))
         for finding in effect.findings:
             lines.append(f"         !! {finding.kind}: {finding.message}")
