@@ -133,6 +133,8 @@ def test_junit_and_coverage_files(tmp_path: Path, capsys: pytest.CaptureFixture[
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert int(suite.get("failures", "0")) == len(failed) > 0
     assert "loom-agent/row-02" in failed
+    assert suite.get("name") == "conform.loom-agent"   # the layout verify --junit uses (verify/junit.py)
+    assert {c.get("classname") for c in cases} == {"agentfsm.conform.loom-agent"}
     data = json.loads(coverage.read_text())
     assert data["machine"] == "loom-agent"
     assert set(data["rows"]) == {str(i) for i in range(1, 16)}

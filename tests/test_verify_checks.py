@@ -282,5 +282,5 @@ def test_self_loop_is_a_cycle() -> None:
 def test_loom_holds_every_check_and_reports_every_kind(loom: Table) -> None:
     v = run_checks(explore(loom))
     assert v.ok
-    assert {c.kind for c in v.checks} == set(KINDS)
+    assert {c.kind for c in v.checks} == set(KINDS) - {"eventually", "always"}   # tests/test_verify_liveness.py
     assert sum(p.pairs for p in v.unhandled()) > 0

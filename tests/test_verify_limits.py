@@ -11,8 +11,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import jsonschema
 import pytest
-from conftest import SPEC, run_cli
+from conftest import ROOT, SPEC, run_cli
 from verify_tables import HEADER
 
 COUNTER = HEADER.format(machine="count") + """
@@ -112,3 +113,16 @@ def test_a_load_error_is_reported_in_every_format_and_the_other_tables_verified(
     assert case.get("name") == "load" and error is not None and "error:" in (error.text or "")
     assert root.get("errors") == "1"
     assert all(c.get("classname") == "agentfsm.verify.loom-agent" for c in suites[0].iter("testcase"))
+
+
+def test_json_output_follows_its_published_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = json.loads((ROOT / "docs" / "verify-json.schema.json").read_text())
+    bad = write(tmp_path, "bad.yaml", HEADER.format(machine="bad") + "states: {A: {}}\n")
+    limited = write(tmp_path, "count.yaml", COUNTER.replace("100000000", "1000"))
+    bundled = [str(p) for p in sorted(SPEC.glob("*.yaml"))]
+    _, out, _ = run_cli(["verify", "--json", "--max-configurations", "500", *bundled, str(bad), str(limited)], capsys)
+    data = json.loads(out)
+    jsonschema.validate(data, schema)
+    kinds = {c["kind"] for t in data["tables"] for c in t.get("checks", [])}
+    assert {"eventually", "leads-to", "always-reachable", "no-cycle-within"} <= kinds
+    assert [t["error"]["kind"] for t in data["tables"] if "error" in t] == ["load", "limit"]

@@ -15,6 +15,7 @@ from functools import partial
 
 import numpy as np
 from agentfsm.spec import Property, Table
+from agentfsm.spec.expr import Expr
 from agentfsm.verify import columns, graph, graph_fair
 from agentfsm.verify.explore import Exploration, StepError
 from agentfsm.verify.trace import Trace, describe_config, describe_label
@@ -105,14 +106,17 @@ _HOLDS = {
 
 
 def _invariant(ex: Exploration, k: int) -> CheckResult:
-    table = ex.table
-    inv = table.invariants[k]
-    bad = columns.first(~columns.holds(ex, inv.expr))
+    inv = ex.table.invariants[k]
+    return _everywhere(ex, "invariant", inv.name, inv.expr, inv.text)
+
+
+def _everywhere(ex: Exploration, kind: str, name: str, expr: Expr, text: str) -> CheckResult:
+    """An expression that must hold in every reachable configuration (``invariant``, ``always``)."""
+    bad = columns.first(~columns.holds(ex, expr))
     if bad is None:
-        return CheckResult("invariant", inv.name, True, f"{inv.text} holds in all {ex.count} configurations")
-    where = describe_config(table, *ex.config(bad))
-    return CheckResult("invariant", inv.name, False, f"{inv.text} is false in {where}",
-                       Trace.of(table, ex.path(bad), inv.name, "invariant"))
+        return CheckResult(kind, name, True, f"{text} holds in all {ex.count} configurations")
+    where = describe_config(ex.table, *ex.config(bad))
+    return CheckResult(kind, name, False, f"{text} is false in {where}", Trace.of(ex.table, ex.path(bad), name, kind))
 
 
 def _deadlock(ex: Exploration) -> CheckResult:
@@ -168,14 +172,8 @@ def _always_reachable(ex: Exploration, prop: Property) -> CheckResult:
 
 
 def _always(ex: Exploration, prop: Property) -> CheckResult:
-    table = ex.table
     assert prop.goal is not None
-    bad = columns.first(~columns.holds(ex, prop.goal))
-    if bad is None:
-        return CheckResult("always", prop.name, True, f"{prop.goal_text} holds in all {ex.count} configurations")
-    where = describe_config(table, *ex.config(bad))
-    return CheckResult("always", prop.name, False, f"{prop.goal_text} is false in {where}",
-                       Trace.of(table, ex.path(bad), prop.name, "always"))
+    return _everywhere(ex, "always", prop.name, prop.goal, prop.goal_text)
 
 
 def _fairness_note(table: Table) -> str:

@@ -72,18 +72,18 @@ def _judge(table: Table, prop: Property, trace: Trace, configs: list[Config]) ->
         return None
     assert prop.goal is not None
     goal = compile_expr(prop.goal)
-    begin = 0
+    reached = [i for i, c in enumerate(configs) if goal((c[0], *c[1]))]
+    last_goal = reached[-1] if reached else -1
+    if prop.kind == "eventually" and reached:
+        return None
     if prop.kind == "leads-to":
         assert prop.source is not None
         source = compile_expr(prop.source)
-        begin_at = next((i for i, c in enumerate(configs) if source((c[0], *c[1])) and not goal((c[0], *c[1]))),
-                        None)
-        if begin_at is None:
+        if not any(source((c[0], *c[1])) for c in configs[last_goal + 1:]):
+            return None   # every source configuration is followed by the goal
+    if closes and loop is not None:
+        if last_goal >= loop:
             return None
-        begin = begin_at
-    if any(goal((c[0], *c[1])) for c in configs[begin:]):
-        return None
-    if closes and loop is not None and loop >= begin:
         return f"the cycle from step {loop + 1} repeats forever without reaching {prop.goal_text}"
     if loop is None and _stuck(table, configs[-1]):
         return f"the run ends in {describe_config(table, *configs[-1])} without reaching {prop.goal_text}"
