@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python bench/bench_durable.py
 	$(BIN)/python bench/explore_vs_spin.py
 	$(BIN)/python bench/bench_postgres.py
+	$(BIN)/python bench/bench_conform.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
 pg-start:
