@@ -204,32 +204,32 @@ class ProcessTransport:
             elif fd == self.fd_err:
                 self._read_err()
 
-    def _read_out(self) -> None:
+    def _chunk(self, fd: int) -> bytes | None:
+        """What a ready pipe holds: None if nothing after all, b"" at its end (it is then unwatched)."""
         try:
-            chunk = os.read(self.fd_out, 1 << 16)
+            chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
+            return None
         except OSError:
             chunk = b""
         if not chunk:
-            self.eof = True
-            self.selector.unregister(self.fd_out)
-            self.fd_out = -1
-            return
-        data = self.partial + chunk
-        *lines, self.partial = data.split(b"\n")
-        self.replies.extend(lines)
+            self.selector.unregister(fd)
+        return chunk
+
+    def _read_out(self) -> None:
+        chunk = self._chunk(self.fd_out)
+        if chunk == b"":
+            self.eof, self.fd_out = True, -1
+        elif chunk:
+            *lines, self.partial = (self.partial + chunk).split(b"\n")
+            self.replies.extend(lines)
 
     def _read_err(self) -> None:
-        try:
-            chunk = os.read(self.fd_err, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self.selector.unregister(self.fd_err)
+        chunk = self._chunk(self.fd_err)
+        if chunk == b"":
             self.fd_err = -1
+            return
+        if not chunk:
             return
         *lines, self.err_partial = (self.err_partial + chunk).split(b"\n")
         self.stderr_tail.extend(line.decode("utf-8", "replace")[:500] for line in lines)
