@@ -305,8 +305,8 @@ class ProcessTransport:
         """Ask the adapter to quit; kill its process group if it does not within a second."""
         if self.proc.poll() is None and self.fd_in >= 0:
             self._stop_writing()
+            # Without blocking: an adapter that stopped reading must not hang the harness.
             with contextlib.suppress(OSError):
-                os.set_blocking(self.fd_in, True)
                 os.write(self.fd_in, bytes(self.outbox) + b'{"op":"quit"}\n')
             with contextlib.suppress(OSError, ValueError):
                 assert self.proc.stdin is not None
