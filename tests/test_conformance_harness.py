@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -132,6 +133,10 @@ def test_a_broken_adapter_leaves_no_vector_unrun(loom: Table, vectors: list[Vect
     assert not report.ok and not report.stopped
     assert report.count("not-run") == 0
     assert report.count("fail") + report.count("pass") == len(some) and report.count("fail") >= 3
+    for result in report.results:
+        if result.status == "fail":
+            # Every failure names the request it was answering: the reset, or a step and its event.
+            assert re.match(r"(reset|step \d+ \(\w+\)|after step \d+): ", result.message), result.message
 
 
 def test_max_failures_stops_early(loom: Table, vectors: list[Vector]) -> None:

@@ -7,6 +7,7 @@ the sources as they are, whatever the state of examples/conformance/dist/.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -79,6 +80,18 @@ def test_the_typescript_adapter_refuses_every_invalid_request(adapter: Path, loo
     invalid = generate(loom, sets=["invalid"])[1]
     report = Runner(loom, lambda: ProcessTransport([NODE, str(adapter)], 10.0)).run(invalid)
     assert report.ok and report.count("pass") == len(invalid) > 20, [r.message for r in report.results]
+
+
+def test_every_reply_is_written_before_the_adapter_exits_at_end_of_input(adapter: Path) -> None:
+    # Many requests, then end of input at once: the replies still queued for the pipe must
+    # not be lost when the adapter exits (process.exit drops pending pipe writes).
+    assert NODE is not None
+    text = {"op": "event", "event": "TextDelta", "params": {}}
+    requests = [{"op": "reset", "machine": "loom-agent"}, *[text] * 40000]
+    data = "".join(json.dumps(r) + "\n" for r in requests)
+    proc = subprocess.run([NODE, str(adapter)], input=data, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == len(requests)
 
 
 def test_a_missing_state_in_the_switch_does_not_compile(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from agentfsm.verify.vectorfile import (
     vector_labels,
     write_vectors,
 )
-from agentfsm.verify.vectors import generate
+from agentfsm.verify.vectors import generate, generate_extended
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -175,3 +175,17 @@ def test_vectors_naming_unknown_events_are_refused(loom: Table) -> None:
                  (Step("Nope", {}, vector.steps[0].expect),))
     with pytest.raises(VectorError, match="event 'Nope' is not in table loom-agent"):
         vector_labels(loom, bad)
+
+
+def test_extension_vectors_are_counted_before_they_are_made(loom: Table) -> None:
+    manifest, vectors = generate_extended(loom, extra_states=1)
+    made = list(vectors)
+    assert len(made) == len(vectors) == manifest.vectors
+    assert len({v.id for v in made}) == len(made)
+    extension = made[len(vectors.made):]
+    assert len(extension) == vectors.extra_count == manifest.sets["suffixes"]["extended"]
+    assert vectors[len(vectors) - 1] == made[-1] and vectors[-2:] == made[-2:]
+    for vector in extension[:200]:
+        # Each is a pair, one event in front, then an identification sequence, as the table prescribes.
+        assert "+" in vector.covers[0]
+        assert [s for s, _ in expected_run(loom, vector_labels(loom, vector))] == list(vector.steps)

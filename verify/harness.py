@@ -61,7 +61,8 @@ class Transport(Protocol):
     ``receive`` returns the next reply, or raises ``AdapterFailure``.
     """
 
-    def send(self, messages: Sequence[Message]) -> None: ...
+    def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
+        """Queue requests; ``lines`` are the same already encoded (one JSON line each), if at hand."""
 
     def receive(self) -> Message: ...
 
@@ -116,7 +117,8 @@ class ProcessTransport:
         self.argv = list(argv)
         self.timeout = timeout
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
-        self.replies: deque[bytes] = deque()
+        self.replies: deque[bytes] = deque()       # lines read, not parsed yet
+        self.parsed: deque[Message | bytes] = deque()   # parsed (or, when not JSON objects, raw) in order
         self.partial = b""
         self.err_partial = b""
         self.outbox = bytearray()
@@ -163,14 +165,9 @@ class ProcessTransport:
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
         return self.fail("exited", f"the adapter exited ({how})")
 
-    def send(self, messages: Sequence[Message]) -> None:
-        self.outbox += b"".join(encode(m) for m in messages)
-        self._flush()
-
-    def send_bytes(self, data: bytes) -> None:
-        """Requests already encoded, one JSON object per line."""
-        self.outbox += data
-        self._flush()
+    def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
+        # Written when the next reply is awaited: requests queued meanwhile go in one write.
+        self.outbox += b"".join(lines if lines is not None else map(encode, messages))
 
     def _flush(self) -> None:
         if self.fd_in < 0:
@@ -207,32 +204,32 @@ class ProcessTransport:
             elif fd == self.fd_err:
                 self._read_err()
 
-    def _read_out(self) -> None:
+    def _chunk(self, fd: int) -> bytes | None:
+        """What a ready pipe holds: None if nothing after all, b"" at its end (it is then unwatched)."""
         try:
-            chunk = os.read(self.fd_out, 1 << 16)
+            chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
+            return None
         except OSError:
             chunk = b""
         if not chunk:
-            self.eof = True
-            self.selector.unregister(self.fd_out)
-            self.fd_out = -1
-            return
-        data = self.partial + chunk
-        *lines, self.partial = data.split(b"\n")
-        self.replies.extend(lines)
+            self.selector.unregister(fd)
+        return chunk
+
+    def _read_out(self) -> None:
+        chunk = self._chunk(self.fd_out)
+        if chunk == b"":
+            self.eof, self.fd_out = True, -1
+        elif chunk:
+            *lines, self.partial = (self.partial + chunk).split(b"\n")
+            self.replies.extend(lines)
 
     def _read_err(self) -> None:
-        try:
-            chunk = os.read(self.fd_err, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self.selector.unregister(self.fd_err)
+        chunk = self._chunk(self.fd_err)
+        if chunk == b"":
             self.fd_err = -1
+            return
+        if not chunk:
             return
         *lines, self.err_partial = (self.err_partial + chunk).split(b"\n")
         self.stderr_tail.extend(line.decode("utf-8", "replace")[:500] for line in lines)
@@ -241,7 +238,9 @@ class ProcessTransport:
         # A fresh process gets extra time for its first reply: it may still be starting up.
         allowed = self.timeout + (STARTUP_GRACE if not self.answered else 0.0)
         deadline = time.monotonic() + allowed
-        while not self.replies:
+        if self.outbox and not self.writing:
+            self._flush()
+        while not self.replies and not self.parsed:
             if len(self.partial) > MAX_LINE:
                 raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
             if self.eof:
@@ -251,7 +250,15 @@ class ProcessTransport:
                 raise self.fail("timeout", f"no reply within {allowed:g} s")
             self._pump(left)
         self.answered = True
-        return parse_reply(self.replies.popleft(), self.fail)
+        if not self.parsed:
+            self.parsed.extend(parse_many(list(self.replies)))
+            self.replies.clear()
+        reply = self.parsed.popleft()
+        if isinstance(reply, bytes):
+            return parse_reply(reply, self.fail)
+        if not isinstance(reply.get("ok"), bool):
+            raise self.fail("garbled", f"reply has no boolean 'ok': {_excerpt(json.dumps(reply).encode())}")
+        return reply
 
     def request(self, message: Message) -> Message:
         stray = self.stray(0.0)
@@ -265,6 +272,9 @@ class ProcessTransport:
         deadline = time.monotonic() + wait
         while True:
             self._pump(0.0)
+            if self.parsed:
+                reply = self.parsed.popleft()
+                return _excerpt(reply if isinstance(reply, bytes) else json.dumps(reply).encode())
             if self.replies:
                 return _excerpt(self.replies.popleft())
             left = deadline - time.monotonic()
@@ -295,8 +305,8 @@ class ProcessTransport:
         """Ask the adapter to quit; kill its process group if it does not within a second."""
         if self.proc.poll() is None and self.fd_in >= 0:
             self._stop_writing()
+            # Without blocking: an adapter that stopped reading must not hang the harness.
             with contextlib.suppress(OSError):
-                os.set_blocking(self.fd_in, True)
                 os.write(self.fd_in, bytes(self.outbox) + b'{"op":"quit"}\n')
             with contextlib.suppress(OSError, ValueError):
                 assert self.proc.stdin is not None
@@ -304,6 +314,23 @@ class ProcessTransport:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=QUIT_GRACE)
         self.kill()
+
+
+def parse_many(lines: list[bytes]) -> list[Message | bytes]:
+    """Reply lines parsed in one go (a JSON array of them); a line that is not one JSON object stays raw."""
+    if len(lines) > 1:
+        with contextlib.suppress(ValueError):
+            replies = json.loads(b"[" + b",".join(lines) + b"]")
+            if len(replies) == len(lines) and all(isinstance(r, dict) for r in replies):
+                return list(replies)
+    out: list[Message | bytes] = []
+    for line in lines:
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            reply = None
+        out.append(reply if isinstance(reply, dict) else line)
+    return out
 
 
 def parse_reply(line: bytes, fail: Callable[[str, str], AdapterFailure]) -> Message:
@@ -330,7 +357,7 @@ class FunctionTransport:
         self.handle = handle
         self.replies: deque[Message] = deque()
 
-    def send(self, messages: Sequence[Message]) -> None:
+    def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
         self.replies.extend(map(self.handle, messages))
 
     def receive(self) -> Message:
@@ -355,8 +382,8 @@ class WithoutVars:
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
 
-    def send(self, messages: Sequence[Message]) -> None:
-        self.inner.send(messages)
+    def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
+        self.inner.send(messages, lines)
 
     def receive(self) -> Message:
         reply = self.inner.receive()
@@ -398,25 +425,21 @@ class Session:
         self.transport = transport
 
     def reset(self, machine: str) -> Observation | Unsupported:
-        return self._observe(self.transport.request({"op": "reset", "machine": machine}), "reset")
+        return self.observe(self.transport.request({"op": "reset", "machine": machine}), "reset")
 
     def event(self, event: str, params: Mapping[str, Value]) -> Observation | Unsupported:
-        return self._observe(self.transport.request({"op": "event", "event": event, "params": dict(params)}),
+        return self.observe(self.transport.request({"op": "event", "event": event, "params": dict(params)}),
                              "event")
-
-    def send_vector(self, machine: str, steps: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """A reset and every event of a vector at once; read the replies with ``next_reply``."""
-        self.transport.send([{"op": "reset", "machine": machine},
-                             *({"op": "event", "event": e, "params": dict(p)} for e, p in steps)])
 
     def next_reply(self, op: str) -> Observation | Unsupported:
         """The next reply, checked as the answer to a request of kind ``op`` (reset or event)."""
-        return self._observe(self.transport.receive(), op)
+        return self.observe(self.transport.receive(), op)
 
     def close(self) -> None:
         self.transport.close()
 
-    def _observe(self, reply: Message, op: str) -> Observation | Unsupported:
+    def observe(self, reply: Message, op: str) -> Observation | Unsupported:
+        """A reply read by ``transport.receive``, checked as the answer to a request of kind ``op``."""
         if not reply["ok"]:
             return Unsupported(str(reply.get("error", "")))
         state = reply.get("state")

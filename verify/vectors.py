@@ -91,7 +91,8 @@ class Vectors(Sequence[Vector]):
     @property
     def first_extra(self) -> int:
         """The number of the first extension vector, after the ``suffixes`` set's own."""
-        return sum(1 for v in self.made if v.id.split("/")[-1].startswith("suffix-")) + 1
+        numbers = [int(v.id.rsplit("-", 1)[1]) for v in self.made if v.id.split("/")[-1].startswith("suffix-")]
+        return max(numbers, default=0) + 1
 
     @overload
     def __getitem__(self, index: int) -> Vector: ...

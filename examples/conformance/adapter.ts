@@ -172,4 +172,6 @@ lines.on("line", (line) => {
   }
   process.stdout.write(JSON.stringify(reply) + "\n");
 });
-lines.on("close", () => process.exit(0));
+// Exit once every reply written so far has reached stdout: a pipe's writes are
+// asynchronous, and exiting at once would drop the replies still queued.
+lines.on("close", () => process.stdout.write("", () => process.exit(0)));
