@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,14 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> str:
+def pg_url() -> Iterator[str]:
     """A PostgreSQL server for the shared-store tests: $AGENTFSM_TEST_PG_URL, else the private
-    cluster of scripts/postgres.sh (started if need be). Skips only when none can be started."""
-    from pg_support import server_url
-    return server_url()
+    cluster of scripts/postgres.sh (started if need be, and then stopped after the session, so
+    that nothing is left running). Skips only when none can be started."""
+    from pg_support import ENV, running, server_url, stop
+    ours = not os.environ.get(ENV) and not running()
+    try:
+        yield server_url()
+    finally:
+        if ours:
+            stop()

@@ -15,6 +15,19 @@ ROOT = Path(__file__).resolve().parent.parent
 ENV = "AGENTFSM_TEST_PG_URL"
 
 
+def running() -> bool:
+    """Whether the private cluster of scripts/postgres.sh is up (then someone else started it)."""
+    try:
+        return subprocess.run([str(ROOT / "scripts" / "postgres.sh"), "status"], capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def stop() -> None:
+    subprocess.run([str(ROOT / "scripts" / "postgres.sh"), "stop"], capture_output=True, timeout=120)
+
+
 def server_url() -> str:
     try:
         import psycopg  # noqa: F401

@@ -96,3 +96,35 @@ def test_crash_shards_add_up_to_one_process(capsys: pytest.CaptureFixture[str]) 
         reports.append(json.loads(out))
     assert reports[0] == reports[1]
     assert reports[0]["kills"] == 3 and reports[0]["scenarios"] > 0
+
+
+TOOL_CALL = str(SPEC / "tool-call.yaml")
+DEMO = str(ROOT / "examples" / "tool-call-demo.yaml")
+
+
+def worker_outcomes(url: str, script: Path | str, tmp: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["submit", "--store", url, TOOL_CALL, "--script", str(script), "--count", "2"]) == 0
+    assert main(["worker", "--store", url, "--ledger", str(tmp / "ledger"), "--exit-when-idle", TOOL_CALL]) == 0
+    capsys.readouterr()
+    assert main(["jobs", "--store", url, "--json"]) == 0
+    return sorted({f"{j['status']}: {j['outcome']}" for j in json.loads(capsys.readouterr().out)["jobs"]})
+
+
+def test_durable_run_and_worker_agree_on_the_demo(tmp_path: Path, pg_url: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker's demo jobs ended 'blocked' where run seemed to end done: the demo's last
+    TimedOut loses its race and is refused, and a durable run halts on a refused event until
+    the user decides. Durable run says so too now (blocked, exit 1); without that event both end done."""
+    from pg_support import fresh_schema
+    code, out, _ = run_cli(["run", TOOL_CALL, "--script", DEMO, "--store", str(tmp_path / "demo.db")], capsys)
+    assert code == 1 and "blocked: state Completed" in out and "illegal event TimedOut" in out
+    with fresh_schema(pg_url) as schema:
+        assert worker_outcomes(f"{pg_url}?schema={schema}", DEMO, tmp_path, capsys) == [
+            "blocked: illegal event TimedOut in state Completed: no row applies"]
+    clean = tmp_path / "clean.yaml"
+    clean.write_text(Path(DEMO).read_text().replace("  - TimedOut\n", ""))
+    code, out, _ = run_cli(["run", TOOL_CALL, "--script", str(clean), "--store", str(tmp_path / "clean.db")], capsys)
+    assert code == 0 and "done: final state Returned" in out
+    with fresh_schema(pg_url) as schema:
+        [outcome] = worker_outcomes(f"{pg_url}?schema={schema}", clean, tmp_path, capsys)
+        assert outcome.startswith("done: Returned")

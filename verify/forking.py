@@ -39,7 +39,9 @@ class Forked:
             except BaseException:
                 text, code = traceback.format_exc(), 1
             try:
-                os.write(write, text.encode())
+                data = memoryview(text.encode())
+                while data:
+                    data = data[os.write(write, data):]
             finally:
                 os._exit(code)
         os.close(write)

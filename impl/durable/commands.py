@@ -407,7 +407,10 @@ def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace,
         reporter.step(StateChange(delivery.seq, previous, delivery.state, event, dict(params), delivery.accepted,
                                   delivery.status, delivery.actions, run.vars))
     pending = report_decisions(run, reporter)
-    reporter.note("done", f"final state {run.state}, version {run.version}, {len(run.decisions())} decision(s) pending")
+    # "blocked", as a worker calls the same run: it waits for a user decision, it is not done.
+    reporter.note("blocked" if pending else "done",
+                  f"{'state' if pending else 'final state'} {run.state}, version {run.version}, "
+                  f"{len(run.decisions())} decision(s) pending")
     return EXIT_FAILED if pending else EXIT_OK
 
 
