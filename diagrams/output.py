@@ -6,7 +6,7 @@ from agentfsm.diagrams.dot import to_dot
 from agentfsm.diagrams.explored import ConfigGraph, explored_dot, explored_mermaid
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import Diagram
-from agentfsm.diagrams.render import run_dot, svg, svg_size
+from agentfsm.diagrams.render import RenderError, run_dot, svg, svg_size
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
@@ -35,7 +35,10 @@ def dot_source(diagram: Diagram) -> str:
     bottom, the vibework table (edges from every state into two sinks) left to right.
     """
     sources = [to_dot(diagram, rankdir) for rankdir in ("TB", "LR")]
-    return min(sources, key=lambda source: svg_size(run_dot(source, "svg"))[0])
+    try:
+        return min(sources, key=lambda source: svg_size(run_dot(source, "svg"))[0])
+    except RenderError:  # without Graphviz to compare, the DOT text (--format dot) is still wanted
+        return sources[0]
 
 
 def committed_pictures(diagram: Diagram) -> dict[str, bytes]:

@@ -175,3 +175,10 @@ def test_the_narrower_layout_is_kept() -> None:
              for name in ("loom-agent", "vibework-agent")}
     assert {name: match.group(1) if match else None for name, match in ranks.items()} == {
         "loom-agent": "TB", "vibework-agent": "LR"}
+
+
+def test_dot_source_needs_no_graphviz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--format dot without Graphviz installed: the top-to-bottom source, as before layouts were compared."""
+    monkeypatch.setattr("agentfsm.diagrams.render.shutil.which", lambda name: None)
+    diagram = build(load_table(SPEC / "vibework-agent.yaml"))
+    assert dot_source(diagram) == to_dot(diagram, "TB")
