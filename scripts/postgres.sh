@@ -72,8 +72,17 @@ sys.exit(1)
 PY
 }
 
+# A killed server can linger as a zombie (its parent a subreaper that has not reaped it yet):
+# pg_ctl would call it running and the server would refuse its lock file.
+dead_postmaster() {
+  local pid
+  pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && { [ ! -e "/proc/$pid" ] || [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ]; }
+}
+
 running() {
-  [ -f "$dir/port" ] && [ -f "$dir/data/postmaster.pid" ] && as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1
+  [ -f "$dir/port" ] && [ -f "$dir/data/postmaster.pid" ] && ! dead_postmaster &&
+    as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1
 }
 
 url() {
@@ -90,6 +99,7 @@ start() {
   fi
   if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
   if running; then url; return; fi
+  if dead_postmaster; then rm -f "$dir/data/postmaster.pid"; fi
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     as_owner "$bin/initdb" -D "$dir/data" -U "$db" --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 || {
       cat "$dir/initdb.log" >&2; exit 1; }

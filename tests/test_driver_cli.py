@@ -75,4 +75,4 @@ def test_missing_script_and_unknown_event_in_event_script(tmp_path: Path) -> Non
     script = tmp_path / "events.yaml"
     script.write_text("events: [Fly]\n")
     result = agentfsm("run", LOOM, "--script", str(script))
-    assert result.returncode == 1 and "no event 'Fly'" in result.stdout
+    assert result.returncode == 2 and "event 1: loom-agent has no event 'Fly'" in result.stderr  # as for submit
