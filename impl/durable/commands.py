@@ -408,9 +408,9 @@ def _deliver_script(table: Table, script: EventScript, args: argparse.Namespace,
                                   delivery.status, delivery.actions, run.vars))
     pending = report_decisions(run, reporter)
     # "blocked", as a worker calls the same run: it waits for a user decision, it is not done.
-    reporter.note("blocked" if pending else "done",
-                  f"{'state' if pending else 'final state'} {run.state}, version {run.version}, "
-                  f"{len(run.decisions())} decision(s) pending")
+    final = table.states[table.state_index[run.state]].final
+    reporter.note("blocked" if pending else "done", f"{'final state' if final else 'state'} {run.state}, "
+                  f"version {run.version}, {len(run.decisions())} decision(s) pending")
     return EXIT_FAILED if pending else EXIT_OK
 
 
