@@ -89,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{exc.transitions:,} transitions explored, to breadth-first depth {exc.depth}; narrow the bounds "
               f"with --set NAME=VALUE", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MemoryError:
+        # Past exploration (which stops itself with ExplorationLimit), the work that follows it
+        # (vectors, mutants, diagrams of the space) can still outgrow memory: say so, never a traceback.
+        print(f"agentfsm: error: {args.command}: out of memory; narrow the bounds with --set NAME=VALUE "
+              "(or give the process more memory)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

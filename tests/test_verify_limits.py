@@ -81,6 +81,20 @@ def test_a_huge_range_costs_only_its_reachable_values(tmp_path: Path, capsys: py
     assert data["tables"][0]["configurations"] == 4
     code, out, _ = run_cli(["export", "--promela", str(table)], capsys)
     assert code == 2
+    vectors = tmp_path / "huge.jsonl"
+    code, out, err = run_cli(["vectors", str(table), "-o", str(vectors)], capsys)
+    assert code == 0, err
+    assert vectors.read_text().count('"id"') >= 4
+
+
+def test_vectors_out_of_memory_is_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    """``vectors --set max_tools=100000`` raised MemoryError past exploration (exit 1, traceback)."""
+    done = subprocess.run([sys.executable, "-m", "agentfsm.cli", "vectors", str(SPEC / "loom-agent.yaml"),
+                           "--set", "max_tools=100000", "-o", str(tmp_path / "v.jsonl")], capture_output=True,
+                          text=True, preexec_fn=_limit_memory, timeout=300, check=False, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert "out of memory" in done.stderr and "--set NAME=VALUE" in done.stderr
 
 
 def test_a_parameter_range_too_wide_to_enumerate_is_exit_2(tmp_path: Path,

@@ -123,7 +123,11 @@ def universe(table: Table, reachable: Iterable[Config], labels: Sequence[Label])
 
 
 def _with_variants(table: Table, configs: list[Config]) -> list[Config]:
+    """The configurations and their one-variable variants; none when there would be more than
+    the universe takes (ranges are sized by arithmetic, never enumerated for that)."""
     out = list(configs)
+    if len(configs) * sum(var.size - 1 for var in table.variables) > UNIVERSE_LIMIT:
+        return out
     for state, values in configs:
         for slot, var in enumerate(table.variables):
             for value in var.domain:
