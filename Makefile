@@ -59,9 +59,11 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/pytest
 
-# The exhaustive runs kept out of make test (mutation score of every bundled table, ...).
+# The exhaustive runs kept out of make test (mutation score of every bundled table, ...), then
+# the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow
+	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py

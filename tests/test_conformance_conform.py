@@ -9,7 +9,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
-from agentfsm.spec import Table
+from agentfsm.spec import Table, load_table
 from agentfsm.verify.conform import Report, Runner, format_report, format_trace, row_coverage
 from agentfsm.verify.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.vectorfile import Vector, read_vectors
@@ -192,3 +192,21 @@ def test_no_vars_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None
     assert main([*rows, "--no-vars"]) == 0
     assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "suffixes", "--no-vars"]) == 1
     capsys.readouterr()
+
+
+def test_actions_out_of_order_fail_the_step() -> None:
+    """docs/conformance.md: actions are compared in order (a reordering is a failure)."""
+    table = load_table(ROOT / "spec" / "tool-call.yaml")
+    base = OracleHandler(table)
+
+    def reordered(request: dict[str, Any]) -> dict[str, Any]:
+        reply = base(request)
+        if "actions" in reply:
+            reply["actions"] = reply["actions"][::-1]
+        return reply
+
+    vectors = generate(table, sets=["rows"])[1]
+    report = Runner(table, lambda: FunctionTransport(reordered)).run(vectors)
+    failed = [r for r in report.results if r.status == "fail"]
+    assert failed and all("actions: expected" in r.message for r in failed)
+    assert Runner(table, lambda: FunctionTransport(OracleHandler(table))).run(vectors).ok
