@@ -221,8 +221,13 @@ class FencedStore:
         self.store = store
         self.lease = lease
 
+    def _covers(self, run_id: str) -> bool:
+        """The lease's run and its sub-runs (``RUN/task-N``: an agent that journals each task
+        as its own run, under the one owner of RUN; the fence is the owner row of RUN)."""
+        return run_id == self.lease.run_id or run_id.startswith(self.lease.run_id + "/")
+
     def create(self, run_id: str, machine: str, entry: Entry) -> Record:
-        if run_id != self.lease.run_id:
+        if not self._covers(run_id):
             raise LeaseLost(run_id, self.lease.token, f"the lease is on run {self.lease.run_id!r}")
         return self.store.create(run_id, machine, entry)
 
@@ -237,7 +242,7 @@ class FencedStore:
 
     def append(self, run_id: str, expect: int, entries: Sequence[Entry],
                snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
-        if run_id != self.lease.run_id:
+        if not self._covers(run_id):
             raise LeaseLost(run_id, self.lease.token, f"the lease is on run {self.lease.run_id!r}")
         return self.store.append(run_id, expect, entries, snapshot, fence=self.lease)
 
