@@ -14,7 +14,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py spec/*.py spec/*.yaml 
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos lint typecheck bench clean diagrams pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -63,6 +63,11 @@ test: lint typecheck
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow
+
+# Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
+# workers and the PostgreSQL server killed): minutes each; see docs/durability.md.
+chaos: setup
+	$(BIN)/pytest -m chaos
 	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 bench: setup
