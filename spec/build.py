@@ -601,7 +601,8 @@ class _Builder:
             unknown = False
             for j, name in enumerate(names):
                 if name not in self.state_index:
-                    self.errors.error(self.doc.mark(path + (j,)), f"unknown state {shown(name)}")
+                    self.errors.error(self.doc.mark(path + (j,)),
+                                      f"unknown state {shown(name)}{did_you_mean(name, self.state_index)}")
                     unknown = True
             if unknown:
                 return None

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.spec.semantics import step
 from agentfsm.verify.conform import Runner
 from agentfsm.verify.harness import FunctionTransport, Message, ProcessTransport
 from agentfsm.verify.vectors import generate, generate_extended
 from conformance_helpers import ADAPTERS, LOOM, semantics_adapter
 from conftest import run_cli
+from naive_semantics import NaiveTable
 
 
 def _adapter_module() -> Any:
@@ -36,30 +36,31 @@ planted = _adapter_module().planted
 
 
 class HistoryFault:
-    """The adapter's planted fault, in process (the same ``planted`` function), for speed."""
+    """The adapter's planted fault, in process (the same ``planted`` function on the same naive
+    interpreter), for speed."""
 
     def __init__(self, table: Table) -> None:
-        self.table = table
-        self.state, self.values = table.initial.index, table.initial_vars()
+        self.oracle = NaiveTable.from_file(table.file)
+        self.state, self.values = self.oracle.initial()
         self.history: tuple[str, ...] = ()
 
     def __call__(self, request: Message) -> Message:
-        table = self.table
+        oracle = self.oracle
         if request["op"] == "reset":
-            self.state, self.values, self.history = table.initial.index, table.initial_vars(), ()
-            return {"ok": True, "state": table.initial.name}
+            self.state, self.values = oracle.initial()
+            self.history = ()
+            return {"ok": True, "state": self.state}
         if request["op"] != "event":
             return {"ok": True}
         event = request["event"]
-        try:
-            params = table.event(event).param_values(request["params"])
-        except (KeyError, ValueError) as exc:
-            return {"ok": False, "error": str(exc)}
-        result = planted("stream-history", table, self.state, self.values, event,
-                         step(table, self.state, self.values, event, params), self.history)
+        params = oracle.parse_params(event, request.get("params"))
+        if isinstance(params, str):
+            return {"ok": False, "error": params}
+        result = planted("stream-history", oracle, self.state, self.values, event,
+                         oracle.step(self.state, self.values, event, params), self.history)
         self.state, self.values = result.state, result.vars
         self.history = (*self.history, event)[-3:]
-        reply: dict[str, Any] = {"ok": True, "accepted": result.accepted, "state": table.states[result.state].name,
+        reply: dict[str, Any] = {"ok": True, "accepted": result.accepted, "state": result.state,
                                  "actions": list(result.actions)}
         return reply
 

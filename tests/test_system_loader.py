@@ -30,8 +30,8 @@ HEAD = "format: 1\nsystem: bad\ninstances:\n  left: {table: pingpong.yaml}\n  ri
 
 def test_unknown_field_is_placed(tmp_path: Path) -> None:
     assert errors_of(tmp_path, "format: 1\nsystem: bad\ninstances:\n  left: {table: pingpong.yaml, cont: 2}\n") == [
-        "system.yaml:4:32: error: unknown field 'cont' in instances.left (expected one of: count, description, "
-        "durable, mailbox, passive, set, table)"]
+        "system.yaml:4:32: error: unknown field 'cont' in instances.left; did you mean 'count'? "
+        "(expected one of: count, description, durable, mailbox, passive, set, table)"]
 
 
 def test_references_actions_events_and_values(tmp_path: Path) -> None:

@@ -59,27 +59,45 @@ def _accepting(table: Table, ex: Exploration, event: str) -> tuple[int, Label]:
     return 0, labels[0]
 
 
-def _check_label(table: Table, ex: Exploration, i: int) -> Label:
-    """A valid event to send after a refused one: the first accepted there, else the first."""
+def _check_label(table: Table, ex: Exploration, i: int) -> Label | None:
+    """A valid event to send after a refused one: the first accepted there, else the first
+    that keeps the table's rules; None where every event breaks them (no check step then)."""
     state, values = ex.config(i)
+    fallback: Label | None = None
     for label in ex.labels:
         try:
-            if step(table, state, values, *label).accepted:
-                return label
+            accepted = step(table, state, values, *label).accepted
         except SemanticError:
             continue
-    return ex.labels[0]
+        if accepted:
+            return label
+        fallback = fallback or label
+    return fallback
+
+
+def _keeping_rules(table: Table, ex: Exploration, i: int) -> list[Label]:
+    """The labels whose step from configuration ``i`` keeps the table's rules."""
+    state, values = ex.config(i)
+    kept = []
+    for label in ex.labels:
+        try:
+            step(table, state, values, *label)
+        except SemanticError:
+            continue
+        kept.append(label)
+    return kept
 
 
 def invalid_vectors(table: Table, ex: Exploration) -> list[Vector]:
     """The set's vectors: bad variants of every event with parameters, and an unknown event in every state."""
-    found: list[tuple[str, int, str, dict[str, Any], Label]] = []
+    found: list[tuple[str, int, str, dict[str, Any], Label | None]] = []
     for event in table.events:
         i, label = _accepting(table, ex, event.name)
         good = event.param_dict(label[1])
+        check = label if label in _keeping_rules(table, ex, i) else _check_label(table, ex, i)
         for what, params in bad_params(event, good):
             assert why_invalid(table, event.name, params) is not None
-            found.append((f"{describe_label(table, label)}: {what}", i, event.name, params, label))
+            found.append((f"{describe_label(table, label)}: {what}", i, event.name, params, check))
     unknown = UNKNOWN_EVENT
     while unknown in table.event_index:
         unknown += "_"
@@ -93,9 +111,10 @@ def invalid_vectors(table: Table, ex: Exploration) -> list[Vector]:
     vectors = []
     for number, (what, i, name, params, check) in enumerate(found, start=1):
         prefix = list(ex.path(i))
-        steps = [s for s, _ in expected_run(table, [*prefix, check])]
+        steps = [s for s, _ in expected_run(table, prefix if check is None else [*prefix, check])]
+        before, after = (steps, []) if check is None else (steps[:-1], steps[-1:])
         state, values = ex.config(i)
         cover = f"invalid:{describe_config(table, state, values)}/{what}"
         vectors.append(Vector(f"{table.machine}/invalid-{number:0{pad}d}", table.machine, (cover,),
-                              (*steps[:-1], Step(name, params, REFUSED), steps[-1])))
+                              (*before, Step(name, params, REFUSED), *after)))
     return vectors
