@@ -99,7 +99,8 @@ start() {
   fi
   if [ "$(id -u)" = 0 ]; then chown postgres: "$dir"; fi
   if running; then url; return; fi
-  if dead_postmaster; then rm -f "$dir/data/postmaster.pid"; fi
+  # (its socket's lock file names the dead server too, and the new one would refuse it)
+  if dead_postmaster; then rm -f "$dir/data/postmaster.pid" "$dir"/.s.PGSQL.*; fi
   if [ ! -f "$dir/data/PG_VERSION" ]; then
     as_owner "$bin/initdb" -D "$dir/data" -U "$db" --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 || {
       cat "$dir/initdb.log" >&2; exit 1; }
