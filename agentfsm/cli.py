@@ -21,6 +21,7 @@ from agentfsm.verify import chaos, conformance_commands, crash_commands
 from agentfsm.verify import commands as verify_commands
 from agentfsm.verify.explore import ExplorationLimit
 
+RESERVE_BYTES = 16 << 20   # memory held back for saying "out of memory" once it runs out
 PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands, chaos,
          conformance_commands, diagram_commands]
 
@@ -79,8 +80,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    reserve = [bytearray(RESERVE_BYTES)]
+    try:
+        return run(args, reserve)
+    except MemoryError:
+        pass
+    # Past exploration (which stops itself with ExplorationLimit), the work that follows it
+    # (vectors, mutants, diagrams of the space) can still outgrow memory: say so, never a
+    # traceback. Only here, outside the handler, are the failed frames and what they held gone.
+    print(f"agentfsm: error: {args.command}: out of memory; narrow the bounds with --set NAME=VALUE "
+          "(or give the process more memory)", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def run(args: argparse.Namespace, reserve: list[bytearray]) -> int:
+    """Run the subcommand; every failure but running out of memory becomes its exit status here.
+    On MemoryError ``reserve`` is freed first, so that the unwinding (finalizers, the warnings
+    they print) has memory to run in."""
     try:
         code: int = args.func(args)
+    except MemoryError:
+        reserve.clear()
+        raise
     except BadInput as exc:
         print(f"agentfsm: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -88,12 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentfsm: error: exploration stopped, {exc.reason}: {exc.configurations:,} configurations and "
               f"{exc.transitions:,} transitions explored, to breadth-first depth {exc.depth}; narrow the bounds "
               f"with --set NAME=VALUE", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except MemoryError:
-        # Past exploration (which stops itself with ExplorationLimit), the work that follows it
-        # (vectors, mutants, diagrams of the space) can still outgrow memory: say so, never a traceback.
-        print(f"agentfsm: error: {args.command}: out of memory; narrow the bounds with --set NAME=VALUE "
-              "(or give the process more memory)", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

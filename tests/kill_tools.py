@@ -18,6 +18,7 @@ class LingeringTool:
     def __init__(self, inner: LedgerTool, delay: float) -> None:
         self.inner = inner
         self.delay = delay
+        self.fences = inner.fences
 
     def run(self, call: EffectCall) -> JSON:
         result = self.inner.run(call)

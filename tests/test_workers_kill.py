@@ -101,7 +101,8 @@ def held(store: PostgresStore, fleet: dict[str, subprocess.Popen[bytes]]) -> dic
 
 def check(store: PostgresStore, ticks: dict[str, int], executions: Counter[str], seed: int, killed: int) -> None:
     jobs = {j.run_id: j for j in store.jobs()}
-    assert {r: j.status for r, j in jobs.items()} == dict.fromkeys(ticks, "done"), f"seed {seed}"
+    unfinished = {r: (j.status, j.claims, j.outcome) for r, j in jobs.items() if j.status != "done"}
+    assert not unfinished and set(jobs) == set(ticks), f"seed {seed}: {unfinished}"
     journaled: set[str] = set()
     unknowns = 0
     for run_id, n in ticks.items():

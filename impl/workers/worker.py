@@ -61,16 +61,19 @@ class GuardedTool:
     not taken over from a live worker; one that stalls (or dies) stops renewing, and its
     result is then refused (the ``completed`` write is fenced)."""
 
-    def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None]) -> None:
+    def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None], heartbeat: bool = True) -> None:
         self.tool = tool
         self.lease = lease
         self.renew = renew
+        self.heartbeat = heartbeat
 
     def run(self, call: EffectCall) -> JSON:
         try:
             self.renew(self.lease)
         except Exception as exc:
             raise LeaseLost(self.lease.run_id, self.lease.token, f"could not renew it: {exc}") from exc
+        if not self.heartbeat:
+            return self.tool.run(call)
         with Heartbeat(self.lease, self.renew):
             return self.tool.run(call)
 
@@ -109,7 +112,10 @@ class Tally:
 class Worker:
     """One thread's worker: one store connection, one run at a time. A run whose serving raises
     is marked failed (a bad journal, a table that does not replay it, a bug), unless the store
-    says the error is its own transient trouble: then the run is left to the lease's expiry."""
+    says the error is its own transient trouble: then the run is left to the lease's expiry.
+    With ``beat`` (a second connection to the store, used by nothing else) a heartbeat renews
+    the lease for the whole time a run is served, so a slow recovery or a loaded machine does
+    not let a live worker's lease lapse; without it, only tool calls are covered."""
 
     store: LeasingStore
     tables: Mapping[str, Table]
@@ -119,6 +125,7 @@ class Worker:
     options: Options = field(default_factory=Options)
     tally: Tally = field(default_factory=Tally)
     log: Callable[[str], None] = lambda message: None
+    beat: LeasingStore | None = None
 
     def serve_one(self) -> bool:
         """Claim one run and serve it; False when there was nothing to claim."""
@@ -127,7 +134,11 @@ class Worker:
             return False
         self.tally.add(claimed=1)
         try:
-            status, outcome = self._serve(lease)
+            if self.beat is None:
+                status, outcome = self._serve(lease)
+            else:
+                with Heartbeat(lease, self.beat.renew):
+                    status, outcome = self._serve(lease)
             self.store.finish(lease, status, outcome)
         except LeaseLost as exc:
             self.tally.add(lost=1)
@@ -141,6 +152,17 @@ class Worker:
         self.tally.add(**{status: 1})
         self.log(f"{self.name}: run {lease.run_id} {status}: {outcome}")
         return True
+
+    def close(self, quietly: bool = False) -> None:
+        """Close the worker's connections; ``quietly`` when one may be broken already."""
+        for store in (self.store, self.beat):
+            try:
+                if store is not None:
+                    store.close()
+            except Exception as exc:
+                if not quietly:
+                    raise
+                print(f"closing a broken store connection: {exc}", file=sys.stderr)
 
     def _fail(self, lease: Lease, message: str) -> None:
         try:
@@ -156,7 +178,8 @@ class Worker:
 
     def _serve(self, lease: Lease) -> tuple[str, str]:
         table = self.tables[lease.machine]
-        tools = {name: GuardedTool(tool, lease, self.store.renew) for name, tool in self.tools[lease.machine].items()}
+        tools = {name: GuardedTool(tool, lease, self.store.renew, heartbeat=self.beat is None)
+                 for name, tool in self.tools[lease.machine].items()}
         run = DurableRun.open(FencedStore(self.store, lease), table, lease.run_id, tools, options=self.options)
         delivered = 0
         for k, item in enumerate(lease.script, 1):
@@ -184,27 +207,27 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
 
     def thread(index: int) -> None:
         worker_name = f"{name}/{index}"
-        store: LeasingStore | None = None
+        worker: Worker | None = None
         while not stop.is_set():
             try:
-                if store is None:
-                    store = open_store()
-                    worker = Worker(store, tables, {m: tools(t) for m, t in tables.items()}, worker_name,
+                if worker is None:
+                    worker = Worker(open_store(), tables, {m: tools(t) for m, t in tables.items()}, worker_name,
                                     lease_seconds, options or Options(), tally, log)
+                    worker.beat = open_store()
                 if worker.serve_one():
                     continue
-                if exit_when_idle and store.pending() == 0:
-                    return
+                if exit_when_idle and worker.store.pending() == 0:
+                    break
                 stop.wait(poll)
             except Exception as exc:
                 tally.add(abandoned=1)
                 log(f"{worker_name}: {type(exc).__name__}: {exc}; reconnecting")
-                if store is not None:
-                    _close_quietly(store)
-                store = None
+                if worker is not None:
+                    worker.close(quietly=True)
+                worker = None
                 stop.wait(max(poll, 1.0))
-        if store is not None:
-            store.close()
+        if worker is not None:
+            worker.close()
 
     threads = [threading.Thread(target=thread, args=(i,), name=f"{name}/{i}", daemon=True)
                for i in range(concurrency)]
@@ -213,10 +236,3 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
     for t in threads:
         t.join()
     return tally
-
-
-def _close_quietly(store: LeasingStore) -> None:
-    try:
-        store.close()
-    except Exception as exc:
-        print(f"closing a broken store connection: {exc}", file=sys.stderr)
