@@ -31,8 +31,9 @@ def picture(diagram: Diagram | ConfigGraph, fmt: str) -> bytes:
 def dot_source(diagram: Diagram) -> str:
     """The DOT source of the narrower of the two layouts, top to bottom or left to right.
 
-    At a page's width a narrower picture is drawn larger: the Loom table reads best top to
-    bottom, the vibework table (edges from every state into two sinks) left to right.
+    At a page's width a narrower picture is drawn larger. Which layout is narrower depends on
+    the table (edges from every state into a few sinks favour left to right) and on the
+    font metrics of the machine that draws it.
     """
     sources = [to_dot(diagram, rankdir) for rankdir in ("TB", "LR")]
     try:

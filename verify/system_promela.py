@@ -7,19 +7,28 @@ its loop head between steps and a ``d_step`` stores no intermediate state, so Sp
 stored states are the explorer's configurations without symmetry reduction. Globals are
 the names system expressions compile to: ``st{i}``, ``v{i}_{var}``, ``S{i}_{state}``,
 ``stall{i}``, ``mb{i}``.
+
+A ``group[any]`` link lets the step choose the receiving member. A ``d_step`` cannot choose,
+so each of the instance's ``d_step``s is written once per choice: ``pk{i}`` holds the choice
+for each ``any`` message of the step (``np{i}`` counts them), both hidden, so the copies
+store the same states as the explorer's one step per choice of targets.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentfsm.spec.model import Row, Table
-from agentfsm.spec.system_model import System
+from agentfsm.spec.system_model import Link, System
 from agentfsm.verify.promela import _effect, expr_to_promela
 
 _TOKEN = re.compile(r"\b(st|v_(\w+)|S_(\w+)|t_(\w+))\b")
+
+
+MAX_COPIES = 256   # copies of one d_step, one per choice of group[any] targets
 
 
 class ExportError(ValueError):
@@ -51,10 +60,36 @@ def _lit(value: object) -> str:
 class _Exporter:
     def __init__(self, system: System) -> None:
         self.system = system
-        if any(link.mode == "any" for link in system.links):
-            raise ExportError("links to group[any] are not exported (docs/systems.md, 'Promela export')")
         self.width = max([len(e.params) for inst in system.instances for e in inst.table.events] + [0])
         self.args = max([len(a.params) for inst in system.instances for a in inst.table.actions] + [0])
+        self.picks = [self._any_sends(inst.index) for inst in system.instances]
+
+    def _any_links(self, i: int, actions: Sequence[str]) -> list[Link]:
+        return [link for a in actions for link in self.system.links_by_source.get((i, a), ()) if link.mode == "any"]
+
+    def _any_sends(self, i: int) -> tuple[int, int]:
+        """How many ``any`` messages one step of instance ``i`` can send at most, and the widest
+        group they go to (0, 0 without any)."""
+        table = self.system.instances[i].table
+        per_row = [len(self._any_links(i, row.emit)) for row in table.rows]
+        settling = max((len(self._any_links(i, r.emit)) for rows in table.eventless_rows.values() for r in rows),
+                       default=0)
+        transient = sum(1 for state in table.states if state.transient)
+        count = max(per_row + [len(self._any_links(i, table.unhandled.emit))]) + settling * transient
+        widest = max((len(link.targets) for link in self._any_links(i, [a.name for a in table.actions])), default=0)
+        if widest ** count > MAX_COPIES:
+            raise ExportError(f"{self.system.instances[i].name} sends up to {count} group[any] messages in one "
+                              f"step to groups of {widest}: {widest ** count} copies of each d_step (at most "
+                              f"{MAX_COPIES} are exported)")
+        return (count, widest) if count else (0, 0)
+
+    def choices(self, i: int) -> list[str]:
+        """The assignments opening each copy of an instance's ``d_step``: one per choice of targets."""
+        count, widest = self.picks[i]
+        if not count:
+            return [""]
+        return [f"{'; '.join(f'pk{i}[{k}] = {c}' for k, c in enumerate(combo))}; np{i} = 0; "
+                for combo in itertools.product(range(widest), repeat=count)]
 
     def expr(self, i: int, table: Table, expr: Any, params: Mapping[str, Any]) -> str:
         return _local(i, expr_to_promela(table, expr, params))
@@ -73,6 +108,10 @@ class _Exporter:
                 if link.mode == "arg":
                     for k, target in enumerate(targets):
                         out.append(f"if :: {args[link.route_arg]} == {k} -> {_send(target, fields)} :: else -> skip fi")
+                elif link.mode == "any":
+                    chosen = " ".join(f":: pk{i}[np{i}] % {len(targets)} == {k} -> {_send(target, fields)}"
+                                      for k, target in enumerate(targets))
+                    out.append(f"if {chosen} fi; np{i}++")
                 else:
                     out.extend(_send(t, fields) for t in targets)
         return out
@@ -145,8 +184,8 @@ class _Exporter:
                 guard = f"!stall{i}" + (f" && {env.guard_promela}" if env.guard_promela else "")
                 options = self.handle(i, env.event, params, consumed=False)
                 if options:
-                    lines.append(f"  :: d_step {{ {guard} && ({self.enabled(options)}) -> "
-                                 f"if {' '.join(options)} fi; assert(INVARIANTS) }}")
+                    lines += [f"  :: d_step {{ {guard} && ({self.enabled(options)}) -> {pick}"
+                              f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
         names = [e.name for e in inst.table.events]
         received = [f"m{i}_{k}" for k in range(self.width)]
         options = []
@@ -157,8 +196,8 @@ class _Exporter:
                 options.append(f":: m{i}_ev == {code} && ({guard}) -> {body}")
         if options and names:
             fields = ", ".join([f"m{i}_ev", *received])
-            lines.append(f"  :: d_step {{ !stall{i} && nempty(mb{i}) -> mb{i}?{fields}; "
-                         f"if {' '.join(options)} fi; assert(INVARIANTS) }}")
+            lines += [f"  :: d_step {{ !stall{i} && nempty(mb{i}) -> mb{i}?{fields}; {pick}"
+                      f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
         lines += ["  od", "}"]
         return lines
 
@@ -204,7 +243,7 @@ class _Exporter:
 
     def export(self) -> str:
         system = self.system
-        lines = [f"/* system {system.name}: generated by agentfsm export --promela from {system.file}. */"]
+        lines = [f"/* system {system.name}: generated by agentfsm export --format promela from {system.file}. */"]
         invariants = [inv.promela for inv in system.invariants]
         for inst in system.instances:
             i, table = inst.index, inst.table
@@ -216,6 +255,8 @@ class _Exporter:
             lines.append(f"bool stall{i} = false;")
             lines.append(f"chan mb{i} = [{inst.capacity}] of {{ {', '.join(['byte'] + ['int'] * self.width)} }};")
             lines.append(f"hidden byte m{i}_ev;")
+            if self.picks[i][0]:
+                lines += [f"hidden byte pk{i}[{self.picks[i][0]}];", f"hidden byte np{i};"]
             lines += [f"hidden int m{i}_{k};" for k in range(self.width)]
             for k, _ in enumerate(range(max((len(r.emit) for r in table.rows), default=0))):
                 lines += [f"hidden int a{i}_{k}_{j};" for j in range(self.args)]
