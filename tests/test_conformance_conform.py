@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.conform import Report, Runner, format_report, format_trace, row_coverage
+from agentfsm.verify.conform import Report, Runner, format_report, format_trace, junit_suite, row_coverage
 from agentfsm.verify.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.vectorfile import Vector, read_vectors
 from agentfsm.verify.vectors import generate
@@ -210,3 +211,21 @@ def test_actions_out_of_order_fail_the_step() -> None:
     failed = [r for r in report.results if r.status == "fail"]
     assert failed and all("actions: expected" in r.message for r in failed)
     assert Runner(table, lambda: FunctionTransport(OracleHandler(table))).run(vectors).ok
+
+
+def test_junit_after_an_early_stop_lists_every_vector_that_did_not_run(loom: Table, vectors: list[Vector]) -> None:
+    """Vectors made lazily are counted, not made, after an early stop: the JUnit report still
+    skips as many as did not run."""
+    def lazily() -> Iterator[Vector]:
+        yield from vectors
+
+    made = Runner(loom, lambda: ProcessTransport(semantics_adapter("--fault", "silent-text"), 5.0))
+    report = made.run(lazily(), max_failures=1)
+    assert report.stopped and report.unlisted > 0
+    suite = junit_suite(report)
+    ran = [c for c in suite.cases if c.status in ("pass", "failure")]
+    skipped = [c for c in suite.cases if c.status == "skipped"]
+    assert len(ran) + report.count("not-run") == len(vectors)
+    assert skipped[-1].name == f"({report.unlisted} more vectors)"
+    assert sum(1 for c in skipped if c.name.startswith("(")) == 1
+    assert len(skipped) - 1 + report.unlisted == report.count("not-run")

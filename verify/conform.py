@@ -456,7 +456,9 @@ def format_report(report: Report, listed: int = 20) -> str:
 
 
 def junit_suite(report: Report) -> Suite:
-    """One testcase per vector; not-implemented and not-run vectors are ``skipped``."""
+    """One testcase per vector; not-implemented and not-run vectors are ``skipped``. Vectors an
+    early stop left unmade (made lazily, so only counted) are one more skipped case that says
+    how many, so the report's skipped count is every vector that did not run."""
     cases = []
     for result in report.results:
         if result.status == "fail":
@@ -467,4 +469,7 @@ def junit_suite(report: Report) -> Suite:
         else:
             case = Case(result.vector.id, seconds=result.seconds)
         cases.append(case)
+    if report.unlisted:
+        cases.append(Case(f"({report.unlisted} more vectors)", "skipped",
+                          f"not-run: {report.stopped}; {report.unlisted} more vectors were not run"))
     return Suite(report.machine, tuple(cases), report.seconds)
