@@ -78,6 +78,8 @@ def what_failed(exc: sqlite3.Error) -> str:
         return f"the database file is damaged ({text})"
     if "locked" in text or "busy" in text:
         return f"another process holds the file's write lock too long ({text})"
+    if "locking protocol" in text:
+        return f"another process keeps the write-ahead log's index locked (stopped or starved?) ({text})"
     return text
 
 
@@ -86,11 +88,29 @@ def _guarded(method: Callable[Concatenate[SqliteStore, P], R]) -> Callable[Conca
 
     def wrapper(self: SqliteStore, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return method(self, *args, **kwargs)
+            return retry_lock_races(lambda: method(self, *args, **kwargs), self.timeout)
         except sqlite3.Error as exc:
             raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
     wrapper.__doc__ = method.__doc__
     return wrapper
+
+
+def retry_lock_races(attempt: Callable[[], R], timeout: float) -> R:
+    """``attempt()``, again while SQLite answers ``locking protocol`` (SQLITE_PROTOCOL: a race for
+    the write-ahead log's index that SQLite gave up retrying, common when another process is
+    stopped or starved; the busy timeout does not cover it), for up to ``timeout`` seconds. The
+    error comes before a transaction's first statement takes effect, and a store method is one
+    transaction, so trying it again is safe."""
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        try:
+            return attempt()
+        except sqlite3.OperationalError as exc:
+            if "locking protocol" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 
@@ -110,9 +130,14 @@ class SqliteStore(SqlJournal):
         if damage is not None and Path(f"{self.path}-wal").exists():
             shutil.copyfile(f"{self.path}-wal", f"{self.path}-wal.damaged")
         self.log_damage = damage
+        self.timeout = timeout
         try:
-            self._conn = connect(self.path, timeout, same_thread)
-            self._migrate()
+            self._conn = retry_lock_races(lambda: connect(self.path, timeout, same_thread), timeout)
+            retry_lock_races(self._migrate, timeout)
+        except sqlite3.OperationalError as exc:
+            if "locking protocol" not in str(exc) and "locked" not in str(exc):
+                raise JournalError(f"{self.path}: not a journal store ({exc})") from None
+            raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: not a journal store ({exc})") from None
 
