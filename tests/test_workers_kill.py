@@ -128,6 +128,7 @@ def check(store: PostgresStore, ticks: dict[str, int], executions: Counter[str],
           f"reclaimed, {unknowns} unknown effects resolved (seed {seed})")
 
 
+@pytest.mark.slow   # a minute on two cores; the kill mid-tool below stays in `make test`
 def test_four_workers_200_runs_random_sigkills(pg_url: str, tmp_path: Path) -> None:
     seed = int(os.environ.get("AGENTFSM_TEST_SEED", "19"))
     run_fleet(pg_url, tmp_path, runs=200, workers=4, kills=12, seed=seed)
