@@ -37,6 +37,7 @@ explore: setup
 # Pictures of every bundled table: diagrams/<machine>.svg and .mmd (checked fresh by the tests).
 diagrams: setup
 	$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
+	$(BIN)/agentfsm diagram $(SYSTEMS) $(BROKEN_SYSTEMS) --out-dir diagrams/systems
 
 # Crash the durable runtime at every write boundary of every bundled table (a table without
 # external actions is skipped with a note), with real SIGKILLs also during recovery. One table

@@ -10,11 +10,12 @@ from typing import Any
 
 from agentfsm.diagrams.explored import ConfigGraph, TooLarge, config_graph
 from agentfsm.diagrams.model import Diagram, build
-from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, picture
+from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, committed_system_pictures, picture
 from agentfsm.diagrams.overlay import OverlayError, coverage_overlay, trace_overlay
 from agentfsm.diagrams.render import RenderError, run_dot, svg
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure_dot, structure_mermaid
 from agentfsm.spec.model import Table
+from agentfsm.spec.system_model import System
 from agentfsm.verify.explore import explore
 from agentfsm.verify.system_commands import load_systems, load_trace_file, split_systems
 from agentfsm.verify.system_trace import SystemTraceError, replay
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--format", choices=FORMATS, help="output format (default: from -o's suffix, else svg)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--out-dir", metavar="DIR",
-                        help="write DIR/<machine>.svg and DIR/<machine>.mmd for every TABLE (what make diagrams does)")
+                        help="write DIR/<name>.svg and DIR/<name>.mmd for every TABLE and system (what make diagrams does)")
     overlays = parser.add_mutually_exclusive_group()
     overlays.add_argument("--trace", metavar="FILE", help="replay a verifier trace (JSON) and highlight its path")
     overlays.add_argument("--coverage", metavar="FILE",
@@ -47,14 +48,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_diagram(args: argparse.Namespace) -> int:
     table_paths, system_paths = split_systems(args.tables)
+    if args.out_dir:
+        try:
+            return _write_all(args, load_tables(table_paths, args.overrides) if table_paths else [],
+                              load_systems(system_paths))
+        except RenderError as exc:
+            raise BadInput(str(exc)) from None
     if system_paths:
-        if table_paths or len(system_paths) != 1 or args.out_dir:
-            raise BadInput("a system file is drawn alone (no --out-dir, no tables beside it)")
+        if table_paths or len(system_paths) != 1:
+            raise BadInput("a system file is drawn alone (no tables beside it), or with others by --out-dir")
         return _draw_system(args, system_paths[0])
     tables = load_tables(args.tables, args.overrides)
     try:
-        if args.out_dir:
-            return _write_all(args, tables)
         if len(tables) != 1:
             raise BadInput("several tables need --out-dir; -o and standard output take one table")
         fmt = _format(args)
@@ -107,22 +112,24 @@ def _draw_system(args: argparse.Namespace, path: str) -> int:
     return EXIT_OK
 
 
-def _write_all(args: argparse.Namespace, tables: list[Table]) -> int:
+def _write_all(args: argparse.Namespace, tables: list[Table], systems: list[System]) -> int:
     if args.output or args.format or args.trace or args.coverage or args.explored:
         raise BadInput("--out-dir writes the plain pictures: it takes no -o, --format or overlay")
     out = Path(args.out_dir)
+    drawn = [(table.machine, table.file, committed_pictures(build(table))) for table in tables]
+    drawn += [(system.name, system.file, committed_system_pictures(system)) for system in systems]
     files: dict[str, str] = {}
-    for table in tables:
-        if table.machine in files:
-            raise BadInput(f"{table.file} and {files[table.machine]} both draw machine {table.machine!r}: "
-                           f"--out-dir would write {out / table.machine}.svg twice; draw them separately with -o")
-        files[table.machine] = table.file
-    for table in tables:
+    for name, source, _ in drawn:
+        if name in files:
+            raise BadInput(f"{source} and {files[name]} both draw {name!r}: --out-dir would write "
+                           f"{out / name}.svg twice; draw them separately with -o")
+        files[name] = source
+    for name, _, pictures in drawn:
         written = []
-        for name, data in committed_pictures(build(table)).items():
-            _write(out / name, data)
-            written.append(str(out / name))
-        print(f"{table.machine}: wrote {', '.join(written)}")
+        for file_name, data in pictures.items():
+            _write(out / file_name, data)
+            written.append(str(out / file_name))
+        print(f"{name}: wrote {', '.join(written)}")
     return EXIT_OK
 
 

@@ -7,6 +7,8 @@ from agentfsm.diagrams.explored import ConfigGraph, explored_dot, explored_merma
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import Diagram
 from agentfsm.diagrams.render import RenderError, run_dot, svg, svg_size
+from agentfsm.diagrams.sequence import structure_dot, structure_mermaid
+from agentfsm.spec.system_model import System
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
@@ -45,3 +47,9 @@ def dot_source(diagram: Diagram) -> str:
 def committed_pictures(diagram: Diagram) -> dict[str, bytes]:
     """The files ``make diagrams`` writes for a bundled table, by file name."""
     return {f"{diagram.machine}.svg": picture(diagram, "svg"), f"{diagram.machine}.mmd": picture(diagram, "mermaid")}
+
+
+def committed_system_pictures(system: System) -> dict[str, bytes]:
+    """The files ``make diagrams`` writes for a bundled system (its instances and links), by file name."""
+    return {f"{system.name}.svg": svg(structure_dot(system), system.name),
+            f"{system.name}.mmd": structure_mermaid(system).encode()}

@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 from agentfsm.diagrams.model import build
-from agentfsm.diagrams.output import committed_pictures, dot_source
+from agentfsm.diagrams.output import committed_pictures, committed_system_pictures, dot_source
 from agentfsm.diagrams.render import dot_digest, graphviz_version, svg_stamp
+from agentfsm.diagrams.sequence import structure_dot
 from agentfsm.spec import Table, load_table, load_table_bytes
+from agentfsm.spec.system_load import load_system
 from conftest import ROOT, TABLES
 
 PICTURES = ROOT / "diagrams"
+SYSTEM_PICTURES = PICTURES / "systems"
+SYSTEM_FILES = sorted((ROOT / "spec" / "systems").glob("*.yaml"))
 STALE = "is stale: run `make diagrams` and commit the result"
 
 
@@ -21,28 +25,34 @@ def table(request: pytest.FixtureRequest) -> Table:
 
 
 def staleness(table: Table, folder: Path) -> list[str]:
-    """Why the pictures of ``table`` in ``folder`` are not what it renders now (empty: fresh).
+    """Why the pictures of ``table`` in ``folder`` are not what it renders now (empty: fresh)."""
+    return stale_files(committed_pictures(build(table)), table.machine, dot_source(build(table)), folder)
 
-    The SVG is compared byte for byte under the Graphviz version that drew it; under
-    another version (another layout) only the digest of the DOT source it records.
+
+def stale_files(fresh: dict[str, bytes], name: str, dot: str, folder: Path) -> list[str]:
+    """Which of the ``fresh`` pictures differ from their committed copies in ``folder``.
+
+    The SVG is compared byte for byte in the layout environment that drew it (the Graphviz
+    version and the fonts' metrics); in another (another layout) only the digest of the DOT
+    source it records.
     """
     problems = []
-    fresh = committed_pictures(build(table))
-    for name, data in fresh.items():
-        path = folder / name
+    shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else Path("diagrams")
+    for file_name, data in fresh.items():
+        path = folder / file_name
         if not path.exists():
-            problems.append(f"diagrams/{name} is missing: run `make diagrams` and commit the result")
+            problems.append(f"{shown}/{file_name} is missing: run `make diagrams` and commit the result")
             continue
         old = path.read_bytes()
-        if name.endswith(".svg"):
+        if file_name.endswith(".svg"):
             stamp = svg_stamp(old)
-            if stamp is None or stamp[0] != table.machine or stamp[2] != dot_digest(dot_source(build(table))):
-                problems.append(f"diagrams/{name} {STALE}")
+            if stamp is None or stamp[0] != name or stamp[2] != dot_digest(dot):
+                problems.append(f"{shown}/{file_name} {STALE}")
                 continue
             if stamp[1] != graphviz_version():
                 continue
         if old != data:
-            problems.append(f"diagrams/{name} {STALE}")
+            problems.append(f"{shown}/{file_name} {STALE}")
     return problems
 
 
@@ -71,3 +81,16 @@ def test_a_picture_of_an_older_table_is_reported_stale(tmp_path: Path, loom: Tab
     assert staleness(loom, tmp_path) == [f"diagrams/loom-agent.svg {STALE}", f"diagrams/loom-agent.mmd {STALE}"]
     (tmp_path / "loom-agent.svg").unlink()
     assert staleness(loom, tmp_path)[0].startswith("diagrams/loom-agent.svg is missing")
+
+
+@pytest.mark.parametrize("path", SYSTEM_FILES, ids=lambda p: p.stem)
+def test_committed_system_pictures_are_fresh(path: Path) -> None:
+    system = load_system(path)
+    problems = stale_files(committed_system_pictures(system), system.name, structure_dot(system), SYSTEM_PICTURES)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_system_picture_belongs_to_a_bundled_system() -> None:
+    names = {load_system(p).name for p in SYSTEM_FILES}
+    for path in sorted(SYSTEM_PICTURES.glob("*.svg")) + sorted(SYSTEM_PICTURES.glob("*.mmd")):
+        assert path.stem in names, f"{path.relative_to(ROOT)} has no system in spec/systems/: delete it"
