@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 
@@ -91,19 +90,3 @@ def test_export_promela_of_a_system(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["export", "--promela", str(anyone)]) == 0
     model = capsys.readouterr().out
     assert "hidden byte pk0[" in model and "pk0[np0] % 2 == 1 ->" in model
-
-
-def test_junit_has_a_case_per_system_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """verify --junit wrote an empty report for a system: now one suite per system, one case per check."""
-    junit = tmp_path / "verify.xml"
-    as_it_was = str(ROOT / "spec" / "systems" / "durable-run-as-it-was-sqlite.yaml")
-    assert main(["verify", "--summary", LOOM, as_it_was, "--junit", str(junit)]) == 1
-    capsys.readouterr()
-    suites = {s.get("name"): s for s in ElementTree.parse(junit).getroot().findall("testsuite")}
-    assert set(suites) == {"verify.loom-with-tools", "verify.durable-run-as-it-was-sqlite"}
-    assert suites["verify.loom-with-tools"].get("failures") == "0"
-    broken = suites["verify.durable-run-as-it-was-sqlite"]
-    failed = {c.get("name"): c.find("failure") for c in broken.findall("testcase") if c.find("failure") is not None}
-    assert "invariant tool-runs-at-most-once" in failed
-    failure = failed["invariant tool-runs-at-most-once"]
-    assert failure is not None and "worker" in (failure.text or ""), "the interleaved trace is the failure's text"

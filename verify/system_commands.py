@@ -11,7 +11,6 @@ from typing import Any
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_trace import (
@@ -70,21 +69,6 @@ def text_report(verdict: SysVerdict) -> list[str]:
     failed = sum(not c.ok for c in verdict.checks)
     lines.append("  all checks hold" if not failed else f"  {failed} check(s) FAILED")
     return lines
-
-
-def junit_suite(verdict: SysVerdict) -> Suite:
-    """A system as a JUnit suite: one case per check, a failing one with its interleaved trace."""
-    system = verdict.system
-    cases = []
-    for check in verdict.checks:
-        title = f"{check.kind} {check.name}" if check.name else check.kind
-        if check.ok:
-            cases.append(Case(title))
-            continue
-        detail = "" if check.trace is None else "\n".join(
-            format_steps(system, replay(system, check.trace.steps), check.trace.loop_start))
-        cases.append(Case(title, "failure", check.message, detail, check.kind))
-    return Suite(system.name, tuple(cases), verdict.exploration.seconds, system.file)
 
 
 def check_json(system: System, check: SysCheck) -> dict[str, Any]:
