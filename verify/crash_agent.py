@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,11 +160,16 @@ class AgentCrash:
         if problem is not None:
             self.report.violations.append((name, problem))
 
-    def check(self, kills: int) -> AgentCrashReport:
+    def check(self, kills: int, progress: Callable[[int, int], None] | None = None) -> AgentCrashReport:
+        """The crash-free run, then ``kills`` SIGKILL scenarios; ``progress(done, total)`` after the
+        crash-free run and after each scenario."""
         expected = self.reference()
         if expected is not None:
             total = self.report.boundaries
             points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)})
-            for point in points:
-                self.scenario(point, expected)
+            for done, point in enumerate([0, *points]):
+                if point:
+                    self.scenario(point, expected)
+                if progress is not None:
+                    progress(done, len(points))
         return self.report

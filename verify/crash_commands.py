@@ -65,10 +65,17 @@ def run_agent_crash(args: argparse.Namespace) -> int:
     if table.machine in PLAYERS and table.machine not in DURABLE_PLAYERS:
         raise BadInput(f"--agent-script: the {table.machine} agent cannot run durably yet")
     campaign = AgentCrash(args.table, args.agent_script, script, table.machine)
+    show = not args.json and sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r  crashing the {table.machine} agent: {done}/{total} SIGKILL scenarios", end="",
+              file=sys.stderr, flush=True)
     try:
-        report = campaign.check(args.kill)
+        report = campaign.check(args.kill, progress if show else None)
     finally:
         campaign.close()
+        if show:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
