@@ -24,20 +24,20 @@ $(STAMP):
 	@touch $@
 
 check: setup
-	$(BIN)/agentfsm check $(TABLES) $(SYSTEMS) $(BROKEN_SYSTEMS)
+	@$(BIN)/agentfsm check $(TABLES) $(SYSTEMS) $(BROKEN_SYSTEMS)
 
 verify: check explore diagrams crash crash-agents
 
 # Exhaustive exploration and every named check of every bundled table and system.
 explore: setup
-	$(BIN)/agentfsm verify --summary $(TABLES) $(SYSTEMS)
+	@$(BIN)/agentfsm verify --summary $(TABLES) $(SYSTEMS)
 	@for s in $(BROKEN_SYSTEMS); do $(BIN)/agentfsm verify $$s > /dev/null; test $$? -eq 1 || \
 	  { echo "$$s: expected its checks to fail"; exit 1; }; echo "$$s: fails, as the protocol as it was must"; done
 
-# Pictures of every bundled table: diagrams/<machine>.svg and .mmd (checked fresh by the tests).
+# Pictures of every bundled table (diagrams/<machine>.svg and .mmd) and system (diagrams/systems/), checked fresh by the tests.
 diagrams: setup
-	$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
-	$(BIN)/agentfsm diagram $(SYSTEMS) $(BROKEN_SYSTEMS) --out-dir diagrams/systems
+	@$(BIN)/agentfsm diagram $(TABLES) --out-dir diagrams
+	@$(BIN)/agentfsm diagram $(SYSTEMS) $(BROKEN_SYSTEMS) --out-dir diagrams/systems
 
 # Crash the durable runtime at every write boundary of every bundled table (a table without
 # external actions is skipped with a note), with real SIGKILLs also during recovery. One table

@@ -104,8 +104,8 @@ def test_coverage_colours_rows_and_marks_dead_ones(loom: Table) -> None:
     assert "×300" in busy and "×3" in light
     assert 'color="#000000"' in busy and "color=\"#000000\"" not in light
     text = to_mermaid(build(loom, overlay))
-    assert "    Error --> CallingLlm : RetryTimeoutFired /<br/>SendLlmRequest (never)" in text
-    assert "    CallingLlm : TextDelta / DisplayMessage ×300" in text
+    assert "    Error : RetryTimeoutFired /<br/>SendLlmRequest (never) → CallingLlm" in text  # the returning edge
+    assert "    CallingLlm : TextDelta /<br/>DisplayMessage ×300" in text
 
 
 @pytest.mark.parametrize(("data", "message"), [

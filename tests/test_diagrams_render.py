@@ -6,7 +6,7 @@ import re
 
 import pytest
 from agentfsm.diagrams.dot import to_dot
-from agentfsm.diagrams.mermaid import state_ids, to_mermaid
+from agentfsm.diagrams.mermaid import returning_edges, state_ids, to_mermaid
 from agentfsm.diagrams.model import ANY, build, internal_edges, line_of
 from agentfsm.diagrams.output import dot_source, picture
 from agentfsm.diagrams.render import run_dot, svg_size
@@ -80,10 +80,30 @@ def test_mermaid_draws_every_state_and_row(table: Table) -> None:
     edges, _ = mermaid_edges(text)
     drawn = {ids[s.name] for s in table.states} & {name for pair in edges for name in pair}
     assert drawn == {ids[s.name] for s in table.states}
+    back = {(e.source, e.target) for e in returning_edges(diagram)}
     for row in table.rows:
-        label = squash(edges[(ids[source_of(row)], ids[row.target])])
+        source, target = ids[source_of(row)], ids[row.target]
+        if (source_of(row), row.target) in back:  # listed in its source's box, ending "→ target"
+            assert f"    {source} --> {target}\n" in text
+            box = squash(edges[(source, source)])
+            assert "".join(expected_mermaid(row)) + f"→{row.target}" in box, f"row {row.index} not in {box}"
+            continue
+        label = squash(edges[(source, target)])
         for expected in expected_mermaid(row):
             assert expected in label, f"row {row.index}: {expected!r} not in {label}"
+
+
+def test_of_two_states_joined_both_ways_one_edge_is_labeled(table: Table) -> None:
+    """Mermaid draws the two edges side by side, each label at its edge's middle: the returning
+    edge goes unlabeled, its rows listed in a plain state's box, and the title says so."""
+    diagram = build(table)
+    pairs = {(e.source, e.target) for e in diagram.edges if e.source != e.target}
+    back = returning_edges(diagram)
+    kinds = {node.id: node.kind for node in diagram.nodes}
+    assert all((e.target, e.source) in pairs and kinds[e.source] == "state" for e in back)
+    assert len({frozenset((e.source, e.target)) for e in back}) == len(back)
+    title = next(line for line in to_mermaid(diagram).splitlines() if line.startswith("title: "))
+    assert ("→ State leaves by the unlabeled arrow" in title) == bool(back)
 
 
 def test_initial_final_and_transient_marks(table: Table) -> None:

@@ -27,6 +27,7 @@ from agentfsm.verify.system_commands import (
     verdict_json,
     verify_system,
 )
+from agentfsm.verify.system_commands import junit_suite as system_junit_suite
 from agentfsm.verify.system_commands import text_report as system_text_report
 from agentfsm.verify.system_promela import ExportError, export_system_promela
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
@@ -184,7 +185,8 @@ def run_verify(args: argparse.Namespace) -> int:
             report["ok"] = report["ok"] and all(v.ok for v in system_verdicts)
         print(json.dumps(report, indent=2))
     if args.junit:
-        _write(args.junit, junit_xml("verify", junit_suites(results, seconds)))
+        suites = junit_suites(results, seconds) + [system_junit_suite(v) for v in system_verdicts]
+        _write(args.junit, junit_xml("verify", suites))
     verdicts = [r for r in results if isinstance(r, Verdict)]
     if args.trace_out:
         system_failing = first_trace(system_verdicts)

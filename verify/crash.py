@@ -32,9 +32,11 @@ from typing import Any
 
 from agentfsm.impl.durable.journal import ANOMALY, JSON, STALE, STEP, CorruptJournal, JournalError
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.durable.run import DurableRun, EngineStepper, Options
 from agentfsm.impl.stores.memory import Crash, MemoryStore
+from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
+from agentfsm.spec.semantics import StepResult
 from agentfsm.verify.explore import Label, explore
 
 RUN = "run"
@@ -139,6 +141,24 @@ def compare(ref: Observed, got: Observed, executions: Mapping[str, int]) -> list
 Runtime = type[DurableRun]
 
 
+class MemoStepper:
+    """The table's step, each (configuration, event) derived once by the engine: the checker
+    replays the same journal prefixes hundreds of thousands of times, and replay re-derives
+    every step record to check it against the table. The step is a pure function of its
+    arguments, so the check is the same; only the repeated engine runs go."""
+
+    def __init__(self, table: Table) -> None:
+        self.engine = EngineStepper(table)
+        self.known: dict[tuple[int, tuple[Value, ...], str, tuple[Value, ...]], StepResult] = {}
+
+    def step(self, state: int, values: tuple[Value, ...], event: str, params: tuple[Value, ...]) -> StepResult:
+        key = (state, values, event, params)
+        result = self.known.get(key)
+        if result is None:
+            result = self.known[key] = self.engine.step(state, values, event, params)
+        return result
+
+
 class CrashChecker:
     """Crash a durable runtime (the real one, or a planted fault in tests) everywhere."""
 
@@ -152,13 +172,14 @@ class CrashChecker:
         self.modes = tuple(modes)
         self.races = races
         self.report = CrashReport(table.machine)
+        self.stepper = MemoStepper(table)
 
     # -- running -------------------------------------------------------------------------
 
     def _run(self, store: MemoryStore, ledger: MemoryLedger, mode: str, recover: bool) -> DurableRun:
         tools = ledger_tools(self.table, ledger, mode == "status")
         opener = self.runtime.open if recover else self.runtime.attach
-        return opener(store, self.table, RUN, tools, options=self.options)
+        return opener(store, self.table, RUN, tools, stepper=self.stepper, options=self.options)
 
     def deliver(self, run: DurableRun, events: Sequence[Label], first: int = 0) -> None:
         for k, (name, values) in enumerate(events[first:], start=first):
@@ -173,7 +194,7 @@ class CrashChecker:
     def prefix(self, events: Sequence[Label], mode: str) -> tuple[MemoryStore, MemoryLedger]:
         store, ledger = MemoryStore(), MemoryLedger()
         run = self.runtime.create(store, self.table, RUN, ledger_tools(self.table, ledger, mode == "status"),
-                                  options=self.options)
+                                  stepper=self.stepper, options=self.options)
         self.deliver(run, events)
         return store, ledger
 
@@ -211,7 +232,8 @@ class CrashChecker:
     def _durable_view(self, store: MemoryStore) -> tuple[list[str], bool]:
         """Checksums of what survived the crash, and whether the run was already finished."""
         try:
-            view = DurableRun.attach(store, self.table, RUN, ledger_tools(self.table, MemoryLedger(), False))
+            view = DurableRun.attach(store, self.table, RUN, ledger_tools(self.table, MemoryLedger(), False),
+                                     stepper=self.stepper)
             return [r.checksum for r in store.records(RUN)], view.terminal
         except JournalError:
             return [], False
@@ -257,7 +279,7 @@ class CrashChecker:
         """Restart once every pending approval's lifetime has passed: each must come back as an
         ``approval-expired`` decision, neither answered nor dropped."""
         pending = DurableRun.attach(store.clone(), self.table, RUN, ledger_tools(self.table, MemoryLedger(), False),
-                                    options=self.options).pending_approvals
+                                    stepper=self.stepper, options=self.options).pending_approvals
         timed = {a.id: a.expires_at for a in pending if a.expires_at is not None and not a.expired}
         if not timed:
             return
@@ -265,7 +287,7 @@ class CrashChecker:
         where = f"{where}; restart after the approvals' lifetime"
         try:
             run = self.runtime.open(store, self.table, RUN, ledger_tools(self.table, ledger, mode == "status"),
-                                    options=replace(self.options, clock=lambda: later))
+                                    stepper=self.stepper, options=replace(self.options, clock=lambda: later))
         except Exception as exc:
             self.violate("recovery-error", where, f"{type(exc).__name__}: {exc}")
             return
@@ -312,7 +334,7 @@ class CrashChecker:
             second = self._run(store, world, "status", recover=False)
             first.deliver(name_, params, event_id=f"e{n}a")
             second.deliver(name_, params, event_id=f"e{n}b")
-            got = observe(DurableRun.attach(store, table, RUN, ledger_tools(table, world, True)))
+            got = observe(DurableRun.attach(store, table, RUN, ledger_tools(table, world, True), stepper=self.stepper))
         except Exception as exc:
             self.violate("lost-update", where, str(exc))
             return

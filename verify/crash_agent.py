@@ -11,12 +11,15 @@ outcome is unknown, as a user would after checking), and compares what the run e
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,9 @@ from typing import Any
 from agentfsm.impl.durable.journal import JournalError
 from agentfsm.impl.script import AgentScript
 from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.verify.forking import Forked, ForkTimeout
 
 CHILD_TIMEOUT = 120.0
-AGENTFSM = [str(Path(sys.executable).parent / "agentfsm")]
 
 
 @dataclass
@@ -91,9 +94,26 @@ class AgentCrash:
         return where
 
     def play(self, where: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*AGENTFSM, "run", self.table, "--script", self.script_path, "--workdir", "w",
-                               "--json", "--store", "j.db", *argv], cwd=where, capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT)
+        """``agentfsm run ARGV`` in ``where``, in a child forked from this warm process (a fresh
+        interpreter would spend most of each child's time importing): the same command line, its
+        own store connection, and with ``--kill-at`` the same real SIGKILL."""
+        args = ["run", self.table, "--script", self.script_path, "--workdir", "w", "--json", "--store", "j.db", *argv]
+
+        def child() -> str:
+            from agentfsm.cli import main  # the CLI imports this module: resolved only in the child
+            os.chdir(where)
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(args)
+            return json.dumps([code, out.getvalue(), err.getvalue()])
+        try:
+            status, text = Forked(child).wait(CHILD_TIMEOUT)
+        except ForkTimeout:
+            raise subprocess.TimeoutExpired(args, CHILD_TIMEOUT) from None
+        if status != 0:  # killed by a signal, or the child raised (its traceback)
+            return subprocess.CompletedProcess(args, status, "", text)
+        code, out, err = json.loads(text)
+        return subprocess.CompletedProcess(args, int(code), str(out), str(err))
 
     def journal_problem(self, where: Path) -> str | None:
         """Whether every run's journal verifies (checksums, links, sequence) and its run ended."""
@@ -140,11 +160,16 @@ class AgentCrash:
         if problem is not None:
             self.report.violations.append((name, problem))
 
-    def check(self, kills: int) -> AgentCrashReport:
+    def check(self, kills: int, progress: Callable[[int, int], None] | None = None) -> AgentCrashReport:
+        """The crash-free run, then ``kills`` SIGKILL scenarios; ``progress(done, total)`` after the
+        crash-free run and after each scenario."""
         expected = self.reference()
         if expected is not None:
             total = self.report.boundaries
             points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)})
-            for point in points:
-                self.scenario(point, expected)
+            for done, point in enumerate([0, *points]):
+                if point:
+                    self.scenario(point, expected)
+                if progress is not None:
+                    progress(done, len(points))
         return self.report

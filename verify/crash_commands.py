@@ -16,7 +16,7 @@ from agentfsm.verify.crash_agent import AgentCrash
 from agentfsm.verify.crash_kill import kill_scenarios
 from agentfsm.verify.forking import Forked
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables, parse_overrides
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,18 +65,25 @@ def run_agent_crash(args: argparse.Namespace) -> int:
     if table.machine in PLAYERS and table.machine not in DURABLE_PLAYERS:
         raise BadInput(f"--agent-script: the {table.machine} agent cannot run durably yet")
     campaign = AgentCrash(args.table, args.agent_script, script, table.machine)
+    show = not args.json and sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r  crashing the {table.machine} agent: {done}/{total} SIGKILL scenarios", end="",
+              file=sys.stderr, flush=True)
     try:
-        report = campaign.check(args.kill)
+        report = campaign.check(args.kill, progress if show else None)
     finally:
         campaign.close()
+        if show:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
+        verdict = "ok" if report.ok else f"FAILED: {len(report.violations)} violations"
         print(f"{report.machine} agent: {report.boundaries} write boundaries, {report.kills} SIGKILLs, "
-              f"{report.decisions} unknown effects decided rerun")
+              f"{report.decisions} unknown effects decided rerun: {verdict}")
         for scenario, message in report.violations[:20]:
             print(f"  {scenario}\n    {message}")
-        print("ok" if report.ok else f"FAILED: {len(report.violations)} violations")
     return EXIT_OK if report.ok else EXIT_FAILED
 
 
@@ -134,7 +141,7 @@ def run_crash(args: argparse.Namespace) -> int:
         if progress is not None:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
         if args.kill:
-            kill_scenarios(checker, args.table, parse_overrides(args.overrides), args.kill, (k, jobs))
+            kill_scenarios(checker, args.kill, (k, jobs))
         return report
 
     report = shard(0) if jobs == 1 else merge([_shard_in_fork(shard, k) for k in range(jobs)])

@@ -10,21 +10,18 @@ A child that does not die at its boundary, or hangs, is a reported violation.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
-from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.stores.sqlite import SqliteStore
-from agentfsm.spec import load_table
-from agentfsm.spec.expr import Value
 from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_scenario, observe
 from agentfsm.verify.explore import Label, explore
 from agentfsm.verify.forking import Forked, ForkTimeout
@@ -32,52 +29,59 @@ from agentfsm.verify.forking import Forked, ForkTimeout
 CHILD_TIMEOUT = 60.0
 
 
-def _events(table_events: Sequence[Label]) -> str:
-    return json.dumps([[name, list(values)] for name, values in table_events])
+@dataclass(frozen=True)
+class ChildRun:
+    """One child's work: run (``recover`` False) or recover the run in ``db`` and deliver ``events``,
+    dying by SIGKILL at boundary ``kill_at`` (0: never)."""
+
+    recover: bool
+    db: Path
+    ledger: Path
+    kill_at: int
+    events: Sequence[Label]
+
+    def __call__(self, checker: CrashChecker) -> int:
+        """The boundaries passed, unless killed first. Run in the forked child: the table, its
+        checked engine and the step cache come warm from the parent, nothing is loaded again."""
+        table = checker.table
+        count = 0
+
+        def boundary(phase: str, label: str) -> None:
+            nonlocal count
+            count += 1
+            if count == self.kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+        store = SqliteStore(self.db, on_boundary=boundary)
+        tools = ledger_tools(table, FileLedger(self.ledger), False)
+        opener = DurableRun.open if self.recover else DurableRun.create
+        run = opener(store, table, RUN, tools, stepper=checker.stepper, options=checker.options)
+        checker.deliver(run, self.events)
+        store.close()
+        return count
 
 
-def child(argv: Sequence[str]) -> int:
-    """``MODE TABLE OVERRIDES DB LEDGER KILL_AT EVENTS APPROVALS``: run (MODE ``run``) or recover
-    (``recover``) and deliver the events, dying at boundary KILL_AT (0: never); print how many
-    boundaries it passed."""
-    print(child_run(argv))
-    return 0
+def scratch() -> str | None:
+    """Where the children's SQLite files and ledgers go: memory-backed when the system has it.
+    A SIGKILL loses what the process held, never what it wrote into the kernel, so a tmpfs
+    keeps every write a killed child made exactly as a disk would; only the fsyncs (there for
+    power loss, which nothing here simulates) stop costing a disk flush each."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
 
 
-def child_run(argv: Sequence[str]) -> int:
-    """The child's work (see ``child``); returns the boundaries passed, unless killed first."""
-    mode, table_path, overrides, db, ledger, kill_at, events, approvals = argv
-    table = load_table(table_path, json.loads(overrides))
-    count = 0
-
-    def boundary(phase: str, label: str) -> None:
-        nonlocal count
-        count += 1
-        if count == int(kill_at):
-            os.kill(os.getpid(), signal.SIGKILL)
-    store = SqliteStore(db, on_boundary=boundary)
-    tools = ledger_tools(table, FileLedger(Path(ledger)), False)
-    options = Options(approvals=json.loads(approvals), clock=lambda: 0.0)
-    opener = DurableRun.open if mode == "recover" else DurableRun.create
-    run = opener(store, table, RUN, tools, options=options)
-    for k, (name, values) in enumerate(json.loads(events)):
-        run.deliver(name, table.event(name).param_dict(tuple(values)), event_id=f"e{k + 1}")
-    store.close()
-    return count
-
-
-def forked(argv: Sequence[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``child_run(argv)`` in a child forked from this warm process, in ``cwd``: its own SQLite
-    connection and ledger file, killed by the same real SIGKILL; stdout carries the boundary
-    count, stderr the traceback."""
-    def work() -> str:
+def forked(work: ChildRun, checker: CrashChecker, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``work`` in a child forked from this warm process, in ``cwd``: its own SQLite connection
+    and ledger file, killed by a real SIGKILL; stdout carries the boundary count, stderr the
+    traceback."""
+    def child() -> str:
         os.chdir(cwd)
-        return f"{child_run(argv)}\n"
+        return f"{work(checker)}\n"
+    argv = ["recover" if work.recover else "run", str(work.db), str(work.kill_at)]
     try:
-        code, text = Forked(work).wait(timeout)
+        code, text = Forked(child).wait(timeout)
     except ForkTimeout:
-        raise subprocess.TimeoutExpired(list(argv), timeout) from None
-    return subprocess.CompletedProcess(list(argv), code, text if code == 0 else "", text if code != 0 else "")
+        raise subprocess.TimeoutExpired(argv, timeout) from None
+    return subprocess.CompletedProcess(argv, code, text if code == 0 else "", text if code != 0 else "")
 
 
 def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, int]]:
@@ -95,7 +99,7 @@ def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, i
         for label in ex.labels:
             store = base.clone()
             run = DurableRun.attach(store, checker.table, RUN, ledger_tools(checker.table, ledger.clone(), False),
-                                    options=checker.options)
+                                    stepper=checker.stepper, options=checker.options)
             checker.deliver(run, [*prefix, label], first=len(prefix))
             effects = any("started" in what for _, _, what in store.trace)
             for point in range(1, len(store.trace) + 1):
@@ -109,19 +113,17 @@ def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, i
 class _Children:
     """Child processes of one kill scenario, in one temporary directory."""
 
-    def __init__(self, checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], tmp: Path,
-                 events: Sequence[Label]) -> None:
+    def __init__(self, checker: CrashChecker, tmp: Path, events: Sequence[Label]) -> None:
         self.checker = checker
-        self.tail = [str(Path(table_path).resolve()), json.dumps(dict(overrides))]
-        self.rest = [_events(events), json.dumps(dict(checker.options.approvals))]
+        self.events = events
         self.tmp = tmp
 
     def run(self, mode: str, kill_at: int, where: str, directory: Path | None = None) -> (
             subprocess.CompletedProcess[str] | None):
         place = directory or self.tmp
-        argv = [mode, *self.tail, str(place / "journal.db"), str(place / "ledger"), str(kill_at), *self.rest]
+        work = ChildRun(mode == "recover", place / "journal.db", place / "ledger", kill_at, self.events)
         try:
-            proc = forked(argv, self.tmp, CHILD_TIMEOUT)
+            proc = forked(work, self.checker, self.tmp, CHILD_TIMEOUT)
         except subprocess.TimeoutExpired:
             self.checker.violate("kill", where, f"the child did not finish within {CHILD_TIMEOUT:.0f} s")
             return None
@@ -144,8 +146,7 @@ class _Children:
         return int(proc.stdout.split()[-1])
 
 
-def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[str, Value], n: int,
-                   shard: tuple[int, int] = (0, 1)) -> None:
+def kill_scenarios(checker: CrashChecker, n: int, shard: tuple[int, int] = (0, 1)) -> None:
     """Run ``n`` SIGKILL scenarios and add them (and their violations) to the checker's report: each
     kills the run at a boundary of its step, then kills its recovery at one of that recovery's
     boundaries (spread over them), then recovers for good. ``shard`` (K, N): only every Nth
@@ -157,11 +158,12 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
         events = [*prefix, label]
         where = f"{describe_scenario(table, prefix, label)}; SIGKILL at boundary {point} of the step"
         base, ledger = checker.prefix(prefix, "plain")
-        ref_run = DurableRun.attach(base, table, RUN, ledger_tools(table, ledger, False), options=checker.options)
+        ref_run = DurableRun.attach(base, table, RUN, ledger_tools(table, ledger, False), stepper=checker.stepper,
+                                   options=checker.options)
         checker.deliver(ref_run, events, first=len(prefix))
         ref = observe(ref_run)
-        with tempfile.TemporaryDirectory(prefix="agentfsm-kill-") as tmp:
-            children = _Children(checker, table_path, overrides, Path(tmp), events)
+        with tempfile.TemporaryDirectory(prefix="agentfsm-kill-", dir=scratch()) as tmp:
+            children = _Children(checker, Path(tmp), events)
             if children.run("run", before + point, where) is None:
                 continue
             checker.report.kills += 1
@@ -176,7 +178,8 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
             db = Path(tmp) / "journal.db"
             try:
                 store = SqliteStore(db)
-                run = DurableRun.open(store, table, RUN, ledger_tools(table, world, False), options=checker.options)
+                run = DurableRun.open(store, table, RUN, ledger_tools(table, world, False), stepper=checker.stepper,
+                                      options=checker.options)
                 checker.deliver(run, events)
                 got = observe(run)
                 store.close()
@@ -185,7 +188,3 @@ def kill_scenarios(checker: CrashChecker, table_path: str, overrides: Mapping[st
                 continue
             for kind, message in compare(ref, got, world.executions()):
                 checker.violate(kind, where, message)
-
-
-if __name__ == "__main__":
-    sys.exit(child(sys.argv[1:]))

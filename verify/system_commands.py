@@ -11,6 +11,7 @@ from typing import Any
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_model import System
+from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_trace import (
@@ -74,6 +75,22 @@ def text_report(verdict: SysVerdict) -> list[str]:
 def check_json(system: System, check: SysCheck) -> dict[str, Any]:
     return {"kind": check.kind, "name": check.name, "ok": check.ok, "message": check.message,
             "counterexample": check.trace.to_json(system) if check.trace is not None else None}
+
+
+def junit_suite(verdict: SysVerdict) -> Suite:
+    """A system's checks as a JUnit suite named ``system.NAME`` (a table's is its machine), a
+    failed check's counterexample as the failure's text."""
+    system = verdict.system
+    cases = []
+    for check in verdict.checks:
+        title = f"{check.kind} {check.name}" if check.name else check.kind
+        if check.ok:
+            cases.append(Case(title))
+            continue
+        steps = [] if check.trace is None else format_steps(system, replay(system, check.trace.steps),
+                                                            check.trace.loop_start)
+        cases.append(Case(title, "failure", check.message, "\n".join(steps), check.kind))
+    return Suite(f"system.{system.name}", tuple(cases), verdict.exploration.seconds, system.file)
 
 
 def verdict_json(verdict: SysVerdict) -> dict[str, Any]:

@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w.add_argument("--exit-when-idle", action="store_true", help="stop when no run is left queued")
     w.add_argument("--poll", type=float, default=0.2, metavar="SECONDS", help="wait between empty claims")
     w.add_argument("--name", default=None, help="this worker's name in leases (default HOST:PID)")
-    w.add_argument("--verbose", action="store_true", help="print a line per run")
+    w.add_argument("--verbose", action="store_true",
+                   help="list every run served with its outcome, not only the summary (problems are always shown)")
     tools = w.add_mutually_exclusive_group()
     tools.add_argument("--tools", metavar="MODULE:FACTORY",
                        help="the tools: FACTORY(table) returns a mapping of external action name to Tool")
@@ -158,9 +159,12 @@ def run_worker(args: argparse.Namespace) -> int:
 
     def log(message: str) -> None:
         if args.verbose:
-            print(message, file=sys.stderr, flush=True)
+            print(message, flush=True)
+
+    def warn(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
     tally = serve(lambda: open_leasing_store(args.store), tables, factory, name, args.concurrency, args.lease,
-                  Options(snapshot_every=args.snapshot_every), args.exit_when_idle, args.poll, stop, log)
+                  Options(snapshot_every=args.snapshot_every), args.exit_when_idle, args.poll, stop, log, warn)
     print(f"worker {name}: {tally.summary()}")
     return EXIT_OK
 

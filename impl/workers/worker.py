@@ -124,7 +124,8 @@ class Worker:
     lease_seconds: float = 30.0
     options: Options = field(default_factory=Options)
     tally: Tally = field(default_factory=Tally)
-    log: Callable[[str], None] = lambda message: None
+    log: Callable[[str], None] = lambda message: None   # a line per run served (the listing)
+    warn: Callable[[str], None] = lambda message: None  # what went wrong: a lost lease, a failed run
     beat: LeasingStore | None = None
 
     def serve_one(self) -> bool:
@@ -142,7 +143,7 @@ class Worker:
             self.store.finish(lease, status, outcome)
         except LeaseLost as exc:
             self.tally.add(lost=1)
-            self.log(f"{self.name}: {exc}")
+            self.warn(f"{self.name}: {exc}")
             return True
         except self.store.transient_errors:
             raise
@@ -168,7 +169,7 @@ class Worker:
         try:
             self.store.finish(lease, "failed", message)
             self.tally.add(failed=1)
-            self.log(f"{self.name}: run {lease.run_id} failed: {message}")
+            self.warn(f"{self.name}: run {lease.run_id} failed: {message}")
         except LeaseLost:
             self.tally.add(lost=1)
 
@@ -198,7 +199,8 @@ class Worker:
 def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], tools: ToolFactory, name: str,
           concurrency: int = 1, lease_seconds: float = 30.0, options: Options | None = None,
           exit_when_idle: bool = False, poll: float = 0.2, stop: threading.Event | None = None,
-          log: Callable[[str], None] = lambda message: None) -> Tally:
+          log: Callable[[str], None] = lambda message: None,
+          warn: Callable[[str], None] = lambda message: None) -> Tally:
     """Run ``concurrency`` worker threads until ``stop`` is set (or, with ``exit_when_idle``,
     until no run is left queued). A thread whose connection breaks abandons its run to the
     lease's expiry and reconnects."""
@@ -212,7 +214,7 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
             try:
                 if worker is None:
                     worker = Worker(open_store(), tables, {m: tools(t) for m, t in tables.items()}, worker_name,
-                                    lease_seconds, options or Options(), tally, log)
+                                    lease_seconds, options or Options(), tally, log, warn)
                     worker.beat = open_store()
                 if worker.serve_one():
                     continue
@@ -221,7 +223,7 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
                 stop.wait(poll)
             except Exception as exc:
                 tally.add(abandoned=1)
-                log(f"{worker_name}: {type(exc).__name__}: {exc}; reconnecting")
+                warn(f"{worker_name}: {type(exc).__name__}: {exc}; reconnecting")
                 if worker is not None:
                     worker.close(quietly=True)
                 worker = None
