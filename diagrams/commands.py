@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--format", choices=FORMATS, help="output format (default: from -o's suffix, else svg)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--out-dir", metavar="DIR",
-                        help="write DIR/<name>.svg and DIR/<name>.mmd for every TABLE and system (what make diagrams does)")
+                        help="write DIR/<name>.svg and DIR/<name>.mmd for every TABLE and system (as make diagrams)")
     overlays = parser.add_mutually_exclusive_group()
     overlays.add_argument("--trace", metavar="FILE", help="replay a verifier trace (JSON) and highlight its path")
     overlays.add_argument("--coverage", metavar="FILE",
@@ -116,15 +116,15 @@ def _write_all(args: argparse.Namespace, tables: list[Table], systems: list[Syst
     if args.output or args.format or args.trace or args.coverage or args.explored:
         raise BadInput("--out-dir writes the plain pictures: it takes no -o, --format or overlay")
     out = Path(args.out_dir)
-    drawn = [(table.machine, table.file, committed_pictures(build(table))) for table in tables]
-    drawn += [(system.name, system.file, committed_system_pictures(system)) for system in systems]
+    drawn = [("machine", table.machine, table.file, committed_pictures(build(table))) for table in tables]
+    drawn += [("system", system.name, system.file, committed_system_pictures(system)) for system in systems]
     files: dict[str, str] = {}
-    for name, source, _ in drawn:
+    for what, name, source, _ in drawn:
         if name in files:
-            raise BadInput(f"{source} and {files[name]} both draw {name!r}: --out-dir would write "
+            raise BadInput(f"{source} and {files[name]} both draw {what} {name!r}: --out-dir would write "
                            f"{out / name}.svg twice; draw them separately with -o")
         files[name] = source
-    for name, _, pictures in drawn:
+    for _, name, _, pictures in drawn:
         written = []
         for file_name, data in pictures.items():
             _write(out / file_name, data)
