@@ -9,6 +9,9 @@ call the model for the interrupted turn.
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
 from pathlib import Path
 
 from agentfsm.impl.agents.loom import INTERRUPTED, LoomAgent, LoomConfig, Transcript
@@ -21,6 +24,7 @@ from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table
 from test_driver_loom import run
 from test_durable_agent import Blocking, kinds
+from test_durable_agents import AGENTFSM, agentfsm, fresh, lines, outcome
 
 REPLIES: list[list[ReplyStep]] = [[Call("probe", {}), Call("poke", {})], [Say("the interrupted turn goes on")],
                                   [Say("second turn")]]
@@ -141,3 +145,22 @@ def test_a_snapshot_keeps_the_interrupt_and_an_old_snapshot_still_loads(loom: Ta
     assert RunState.from_json(loom, body).interrupted == 5
     del body["interrupted"]  # a snapshot written before interrupts were journaled
     assert RunState.from_json(loom, body).interrupted == 0
+
+
+def test_the_loom_demo_killed_right_after_its_interrupt_resumes_to_the_same_end(tmp_path: Path) -> None:
+    """A real process SIGKILLed at the write boundary right after the interrupt became durable."""
+    reference = agentfsm("loom-agent", "--store", "j.db", "--kill-at", str(10 ** 9), cwd=fresh(tmp_path / "ref"))
+    [marks] = [line["text"] for line in lines(reference.stdout) if line["kind"] == "interrupt-boundaries"]
+    cwd = fresh(tmp_path / "killed")
+    killed = agentfsm("loom-agent", "--store", "j.db", "--kill-at", marks.split()[0], cwd=cwd)
+    assert killed.returncode == -signal.SIGKILL
+    resumed = agentfsm("loom-agent", "--store", "j.db", "--resume", cwd=cwd)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert not [line for line in lines(resumed.stdout) if line["kind"] == "warning"], "each reply answered its turn"
+    assert outcome(resumed.stdout)[-1] == outcome(reference.stdout)[-1]
+    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db", "--json"], capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
+    records = json.loads(view.stdout)["runs"][0]["records"]
+    at = next(i for i, r in enumerate(records) if r["kind"] == "interrupt")
+    assert [(r["kind"], r["body"].get("via")) for r in records[at + 1:at + 4]] == [
+        ("unknown", None), ("completed", "interrupt"), ("step", None)], "settled, never requested again"
