@@ -9,7 +9,10 @@ here, read-only, before SQLite's own recovery can discard the evidence:
 - a frame that fails its checksum followed by frames of the same log generation (the same
   salts): frames are written in order, so the bad one was once whole (a flipped bit);
 - the log index (``-shm``, left behind by a process that died) counting more frames than
-  the log holds: the log was cut or deleted.
+  the log holds: the log was cut or deleted;
+- a log header that fails its checksum in a log holding whole frames: the header is synced
+  before the frames of its generation are written, so it was whole once (SQLite would
+  ignore every frame).
 
 A torn last frame (a power cut mid-commit) is neither: that commit was never acknowledged.
 """
@@ -61,6 +64,17 @@ def wal_frames(wal: bytes) -> tuple[int, int | None]:
     return count, None
 
 
+def header_damaged(wal: bytes) -> bool:
+    """A log header (magic and page size intact) failing its checksum, followed by whole frames."""
+    if len(wal) < WAL_HEADER:
+        return False
+    magic, _, page, _, _, _, c1, c2 = struct.unpack(">8I", wal[:WAL_HEADER])
+    if magic not in WAL_MAGIC or page < 512 or page & (page - 1):
+        return False
+    whole = (len(wal) - WAL_HEADER) // (FRAME_HEADER + page)
+    return whole > 0 and _checksum(wal[:24], bool(magic & 1), 0, 0) != (c1, c2)
+
+
 def index_frames(shm: bytes) -> int:
     """How many frames the log index says the log holds (0 when it says nothing usable)."""
     if len(shm) < 48:
@@ -86,6 +100,9 @@ def wal_damage(db: Path) -> str | None:
     if bad is not None:
         return (f"{wal_path}: frame {bad} fails its checksum and committed frames follow it: SQLite would drop "
                 f"them silently (the log is damaged)")
+    if header_damaged(wal):
+        return (f"{wal_path}: its header fails its checksum although the log holds committed frames: SQLite "
+                "would ignore them all silently (the log is damaged)")
     indexed = index_frames(shm)
     if indexed > frames:
         what = "is missing" if not wal else f"holds {frames} valid frames"
