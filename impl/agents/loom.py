@@ -11,7 +11,9 @@ rather than Done): while the LLM streams, the partial text is kept and all tool 
 dropped; while tools run, tools already started complete and the remaining ones get an
 "Interrupted" error; a pending retry is abandoned. The table stays in charge: the driver
 only feeds events the table declares (an interrupted turn answers its next
-SendLlmRequest with an empty completion instead of calling the model).
+SendLlmRequest with an empty completion instead of calling the model). In a durable run
+the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
+interrupt event), so a resume after a crash keeps the turn interrupted.
 """
 
 from __future__ import annotations
