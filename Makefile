@@ -64,12 +64,13 @@ test: lint typecheck
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow
+	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 # Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
-# workers and the PostgreSQL server killed): minutes each; see docs/durability.md.
+# workers and the PostgreSQL server killed), about 3 to 5 minutes; also marked slow, so
+# test-slow runs them too. See docs/durability.md.
 chaos: setup
 	$(BIN)/pytest -m chaos
-	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py

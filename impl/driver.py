@@ -86,6 +86,10 @@ class Journal(Protocol):
         """Make an effect's ``started`` durable right before it runs; False: it must not run."""
         ...
 
+    def interrupt(self, reason: str) -> bool:
+        """Make the user's interrupt durable before it takes effect; False: the journal failed."""
+        ...
+
 
 @dataclass
 class Activity:

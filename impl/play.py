@@ -139,9 +139,11 @@ class NumberedInputs:
 
 
 def _models_answered(run: DurableRun) -> int:
-    """How many scripted replies the journal's settled LLM requests used."""
+    """How many scripted replies the journal's settled LLM requests used (one the user interrupted
+    and a crash left open was settled without an answer, but had been sent)."""
     return sum(1 for e in run.st.effects.values() if e.action == "SendLlmRequest"
-               and e.status in ("completed", "failed") and isinstance(e.result, dict) and e.result.get("called"))
+               and e.status in ("completed", "failed") and isinstance(e.result, dict)
+               and (e.result.get("called") or (e.via == "interrupt" and e.attempts > 0)))
 
 
 def report_decisions(run: DurableRun, reporter: Reporter) -> bool:

@@ -26,6 +26,7 @@ def check(rows: list) -> None:  # type: ignore[type-arg]
         assert (row.duplicated, row.lost, row.stuck, row.unclean) == (0, 0, 0, 0), (row.scenario, row.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.chaos
 def test_sqlite_campaign() -> None:
     seed = int(os.environ.get("AGENTFSM_TEST_SEED", random.randrange(1 << 30)))
@@ -33,6 +34,7 @@ def test_sqlite_campaign() -> None:
     check(campaign(SCENARIOS, trials=3, seed=seed))
 
 
+@pytest.mark.slow
 @pytest.mark.chaos
 def test_worker_and_server_kill_campaign() -> None:
     if shutil.which("pg_ctl") is None and not list(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")):
@@ -60,6 +62,7 @@ def test_chaos_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--pg-dir goes with --pg" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.chaos
 def test_chaos_cli_one_trial(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "--scenario", "sigkill", "--trials", "1", "--seed", "3"]) == 0

@@ -142,3 +142,38 @@ def test_a_deleted_write_ahead_log_is_detected(tmp_path: Path) -> None:
     (tmp_path / "j.db-wal").unlink()
     clean_error(run("run", LOOM, "--script", "s.yaml", "--store", "j.db", "--resume", cwd=tmp_path), "j.db-wal",
                 "the log is missing")
+
+
+def frames_of(wal: bytes | bytearray) -> int:
+    return (len(wal) - 32) // (24 + 4096)
+
+
+def test_a_cut_write_ahead_log_is_detected(tmp_path: Path) -> None:
+    """Defect 12: a log cut short (a frame boundary, or mid-frame) loses its last committed frames."""
+    killed_with_log(tmp_path)
+    wal = tmp_path / "j.db-wal"
+    data = wal.read_bytes()
+    wal.write_bytes(data[:32 + (frames_of(data) // 2) * (24 + 4096) + 1000])
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "it was cut, damaged or deleted")
+
+
+def test_a_flipped_bit_in_the_last_frame_is_damage_not_a_torn_write(tmp_path: Path) -> None:
+    """The log index counts the last frame as committed: it was whole once."""
+    killed_with_log(tmp_path)
+    wal = tmp_path / "j.db-wal"
+    data = bytearray(wal.read_bytes())
+    data[32 + (frames_of(data) - 1) * (24 + 4096) + 24 + 100] ^= 0x01
+    wal.write_bytes(bytes(data))
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "it was cut, damaged or deleted")
+
+
+def test_a_flipped_bit_in_the_log_header_is_detected_even_without_the_index(tmp_path: Path) -> None:
+    """SQLite ignores a log whose header fails its checksum, frames and all."""
+    killed_with_log(tmp_path)
+    wal = tmp_path / "j.db-wal"
+    data = bytearray(wal.read_bytes())
+    data[20] ^= 0x04  # the checkpoint sequence number, inside the header's checksum
+    wal.write_bytes(bytes(data))
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "its header fails its checksum")
+    (tmp_path / "j.db-shm").unlink()
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "its header fails its checksum")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from agentfsm.impl.durable.journal import CREATED, STEP, Entry
 from agentfsm.impl.durable.leases import FencedStore, LeaseLost, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.impl.stores.wal import WRITE_LOCK, held
 from test_durable_agent import AGENTFSM, LOOM, agentfsm, journal
 
 SLOW_TOOL = """workdir: work
@@ -61,9 +63,22 @@ def test_a_second_resumer_is_refused_while_the_owner_lives(tmp_path: Path) -> No
     assert resumed.returncode == 1 and "run_command" in resumed.stdout, resumed.stdout + resumed.stderr
 
 
+def stall_outside_a_write(child: subprocess.Popen[bytes], db: Path) -> None:
+    """SIGSTOP ``child`` between two of its write transactions. On SQLite a process frozen inside
+    one (a few milliseconds) holds the file's write lock, and no other process can write until it
+    wakes or dies: the store has no server to end its session (docs/durability.md)."""
+    for _ in range(100):
+        os.kill(child.pid, signal.SIGSTOP)
+        if not held(Path(f"{db}-shm"), WRITE_LOCK):
+            return
+        os.kill(child.pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError("the owner never left its write transaction")
+
+
 def test_a_stalled_owner_is_fenced_out_and_its_late_result_refused(tmp_path: Path) -> None:
     child = start(tmp_path, 2, "--lease", "1.5")
-    os.kill(child.pid, signal.SIGSTOP)  # the agent stalls; the command it started runs on
+    stall_outside_a_write(child, tmp_path / "j.db")  # the agent stalls; the command it started runs on
     try:
         time.sleep(2.5)  # past the lease: the heartbeat stopped with its process
         taken = agentfsm("--script", "s.yaml", "--store", "j.db", "--resume", cwd=tmp_path)
@@ -99,3 +114,27 @@ def test_fencing_tokens_on_sqlite(tmp_path: Path) -> None:
     FencedStore(store, second).append("r", 2, [Entry(STEP, {"n": 2}, 0.0)])
     assert store.version("r") == 3
     store.close()
+
+
+DMS_PROBE = "import sys; from agentfsm.impl.stores.wal import log_in_use; print(log_in_use(sys.argv[1]))"
+
+
+def test_a_second_store_in_one_process_keeps_the_first_ones_log_locks(tmp_path: Path) -> None:
+    """Chaos campaign two-resumers: a run died of SIGBUS. Opening the heartbeat's store checked
+    the write-ahead log by reading its index file, and closing that file dropped the process's
+    POSIX locks on it: another process then took the index for abandoned and reset it under
+    the first one's memory map."""
+    db = tmp_path / "j.db"
+    first = SqliteStore(db)
+    first.runs()
+
+    def probe() -> str:
+        return subprocess.run([sys.executable, "-c", DMS_PROBE, f"{db}-shm"], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=60).stdout.strip()
+    assert probe() == "True"
+    second = SqliteStore(db)
+    try:
+        assert probe() == "True", "the first connection still says it uses the log"
+    finally:
+        second.close()
+        first.close()

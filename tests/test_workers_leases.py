@@ -220,3 +220,50 @@ def _script(tmp_path: Path) -> Path:
     path = tmp_path / "events.yaml"
     path.write_text("events: [Tick, Stop]\n")
     return path
+
+
+class Closable:
+    def close(self) -> None:
+        pass
+
+
+def test_a_worker_started_while_its_server_is_down_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos campaign server-kill: workers started while the server restarted exited 2 at once,
+    and every run stayed queued. A starting worker waits for a refused server (bounded)."""
+    from agentfsm.impl.workers import commands
+
+    from agentfsm.cliutil import BadInput
+
+    attempts: list[str] = []
+
+    def refused_twice(url: str) -> Closable:
+        attempts.append(url)
+        if len(attempts) < 3:
+            raise BadInput(f"cannot connect to the PostgreSQL store: connection to {url} failed: Connection refused")
+        return Closable()
+    monkeypatch.setattr(commands, "_open", refused_twice)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    commands._wait_for_store("postgresql://x@127.0.0.1:1/db", 60.0)
+    assert len(attempts) == 3
+
+    def refused(url: str) -> Closable:
+        raise BadInput("cannot connect to the PostgreSQL store: Connection refused")
+    monkeypatch.setattr(commands, "_open", refused)
+    with pytest.raises(BadInput, match="Connection refused"):
+        commands._wait_for_store("postgresql://x@127.0.0.1:1/db", 0.0)  # the bound spent: reported
+
+
+def test_a_worker_reports_a_store_it_cannot_use_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentfsm.impl.workers import commands
+
+    from agentfsm.cliutil import BadInput
+
+    def no_retry(seconds: float) -> None:
+        raise AssertionError("a failure other than an unavailable server is not waited out")
+
+    def denied(url: str) -> Closable:
+        raise BadInput('cannot connect to the PostgreSQL store: password authentication failed for user "x"')
+    monkeypatch.setattr(commands, "_open", denied)
+    monkeypatch.setattr(time, "sleep", no_retry)
+    with pytest.raises(BadInput, match="password authentication failed"):
+        commands._wait_for_store("postgresql://x@127.0.0.1:1/db", 60.0)

@@ -4,9 +4,11 @@ The table-level crash check delivers the table's events to the durable runtime; 
 plays an agent script (its model scripted, its tools real, in a fresh copy of the work
 directory), so the agent's own effects, payloads and context rebuilding are under test.
 The crash-free run counts the write boundaries; each scenario kills a child at one of
-them (spread evenly), resumes it with ``--resume`` (deciding ``rerun`` for an effect whose
-outcome is unknown, as a user would after checking), and compares what the run ends with
-(results, final states) with the crash-free run, and checks that every journal verifies.
+them (spread evenly, and right after each interrupt of the script became durable),
+resumes it with ``--resume`` (deciding ``rerun`` for an effect whose outcome is unknown, as
+a user would after checking), and compares what the run ends with (results, final states,
+warnings such as scripted replies left unused) with the crash-free run, and checks that
+every journal verifies.
 """
 
 from __future__ import annotations
@@ -61,11 +63,12 @@ def _lines(out: str) -> list[dict[str, Any]]:
 
 
 def outcome(out: str) -> list[str]:
-    """What a run ends with, whatever path it took: results and final states (seq numbers, journal
+    """What a run ends with, whatever path it took: results, warnings (a scripted reply left unused
+    says a resumed run answered with the wrong one) and final states (seq numbers, journal
     versions and what a resumed run does not show again aside)."""
     return [f"{line['kind']}: {str(line['text']).split(', journal version')[0]}" for line in _lines(out)
-            if line.get("kind") == "result" or (line.get("kind") == "done"
-                                                            and "final state" in str(line.get("text")))]
+            if line.get("kind") in ("result", "warning") or (line.get("kind") == "done"
+                                                                 and "final state" in str(line.get("text")))]
 
 
 def notes(out: str, kind: str) -> list[str]:
@@ -81,6 +84,7 @@ class AgentCrash:
         self.workdir = None if script.workdir is None else Path(script_path).parent / script.workdir
         self.tmp = Path(tempfile.mkdtemp(prefix="agentfsm-crash-agent-"))
         self.report = AgentCrashReport(machine)
+        self.interrupts: list[int] = []  # boundaries of the crash-free run right after an interrupt
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -137,6 +141,7 @@ class AgentCrash:
             self.report.violations.append(("crash-free run", f"exit {done.returncode}: {done.stderr[-500:]}"))
             return None
         self.report.boundaries = int(counted[-1])
+        self.interrupts = [int(n) for text in notes(done.stdout, "interrupt-boundaries") for n in text.split()]
         return outcome(done.stdout)
 
     def scenario(self, kill_at: int, expected: list[str]) -> None:
@@ -166,7 +171,7 @@ class AgentCrash:
         expected = self.reference()
         if expected is not None:
             total = self.report.boundaries
-            points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)})
+            points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)} | set(self.interrupts))
             for done, point in enumerate([0, *points]):
                 if point:
                     self.scenario(point, expected)

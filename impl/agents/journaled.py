@@ -39,6 +39,12 @@ def begin_effect(driver: Driver, pending: Pending | None) -> bool:
     return pending is None or driver.durability is None or driver.durability.begin(pending.key, pending.retry)
 
 
+def journal_interrupt(driver: Driver, reason: str) -> bool:
+    """Make an interrupt durable before it takes effect (an agent whose table has no interrupt
+    event); False: the journal failed and the interrupt must not take effect."""
+    return driver.durability is None or driver.durability.interrupt(reason)
+
+
 def replay(driver: Driver, records: Sequence[Record], payload: Callable[[str, JSON], Any],
            actions: Collection[str] = ()) -> None:
     """Run the journaled steps' context hooks again: ``on_event`` of each fired step, then the

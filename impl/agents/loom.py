@@ -11,7 +11,9 @@ rather than Done): while the LLM streams, the partial text is kept and all tool 
 dropped; while tools run, tools already started complete and the remaining ones get an
 "Interrupted" error; a pending retry is abandoned. The table stays in charge: the driver
 only feeds events the table declares (an interrupted turn answers its next
-SendLlmRequest with an empty completion instead of calling the model).
+SendLlmRequest with an empty completion instead of calling the model). In a durable run
+the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
+interrupt event), so a resume after a crash keeps the turn interrupted.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
+from agentfsm.impl.agents.journaled import Pending, begin_effect, journal_interrupt, replay, report
 from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, Record
+from agentfsm.impl.durable.journal import INTERRUPT, JSON, STEP, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine, Outcome
@@ -334,7 +336,7 @@ class LoomAgent(Driver):
 
     def on_interrupt(self) -> None:
         state = self.engine.state
-        if state in ("WaitingForUserInput", "ShuttingDown"):
+        if state in ("WaitingForUserInput", "ShuttingDown") or not journal_interrupt(self, f"interrupted in {state}"):
             return
         self._interrupted = True
         # Only a cancelled activity's event is replaced; one that already finished has queued its own.
@@ -401,7 +403,9 @@ class LoomAgent(Driver):
         result = effect.result if isinstance(effect.result, dict) else {}
         report = Report(effect.key, "completed" if effect.status == "completed" else "failed", effect.result,
                         effect.via)
-        if effect.action == "SendLlmRequest":
+        if effect.via == "interrupt":
+            self._report_interrupted(effect, report)
+        elif effect.action == "SendLlmRequest":
             response = response_from_json(result.get("response"))
             if effect.status == "completed":
                 self.feed("LlmCompleted", payload=response, effect=report,
@@ -423,14 +427,47 @@ class LoomAgent(Driver):
         elif effect.action == "RunPostToolsHook":
             self.feed("PostToolsHookCompleted", effect=report, action_taken=bool(result.get("action_taken")))
 
+    def _report_interrupted(self, effect: Effect, report: Report) -> None:
+        """An effect of an interrupted turn that a crash left open, settled without running (again):
+        fed back as the interrupt answers it live (no response, an "Interrupted" tool result)."""
+        if effect.action == "SendLlmRequest":
+            partial = self._partial.partial_text()  # the streamed text the journal holds is kept
+            self.feed("LlmCompleted", payload=LlmResponse(partial) if partial else None, effect=report, tool_calls=0)
+        elif effect.action == "ExecuteTools":
+            result = effect.result if isinstance(effect.result, dict) else {}
+            ran = effect.attempts > 0
+            content = f"{INTERRUPTED}: {result.get('error', 'its outcome is unknown')}" if ran else INTERRUPTED
+            self.feed("ToolCompleted", payload=ToolResult(str(effect.args["id"]), effect.tool, content, True),
+                      effect=report, mutating=ran and self.toolbox.mutating(effect.tool))
+        elif effect.action == "RunPostToolsHook":
+            self.feed("PostToolsHookCompleted", effect=report, action_taken=False)
+
     def restore(self, records: Sequence[Record]) -> None:
-        """Replay the journaled payloads through the context hooks (nothing is displayed again)."""
+        """Replay the journaled payloads through the context hooks (nothing is displayed again),
+        and whether the current turn was interrupted (until a turn ends or a new one starts)."""
         shown, self.display = self.display, Transcript()
         try:
             replay(self, records, self._payload)
         finally:
             self.display = shown
+        for record in records:
+            if record.kind == INTERRUPT:
+                self._interrupted = True
+            elif record.kind == STEP and record.body["status"] == "fired":
+                self._restore_turn(record.body)
+
+    def _restore_turn(self, step: Mapping[str, JSON]) -> None:
+        """What a fired step says of the turn under way: whether it is still interrupted, and the
+        text its stream sent so far (kept if the interrupted stream is settled on resume)."""
+        if step["event"] == "UserInput" or step["next"]["state"] == "WaitingForUserInput":
+            self._interrupted = False
+        if "SendLlmRequest" in step["actions"]:
+            self._partial = ResponseBuilder()
+        elif step["event"] == "TextDelta":
+            self._partial.add(TextChunk(str(step.get("payload") or "")))
 
     def resumed(self) -> None:
-        if self.engine.state == "Error":
+        if self.engine.state == "Error" and self._interrupted:  # as live: the retry is abandoned at once
+            self.feed("RetryTimeoutFired")
+        elif self.engine.state == "Error":
             self._arm_retry(int(self.engine.vars["retries"]))

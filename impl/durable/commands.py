@@ -16,6 +16,7 @@ from typing import Any
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.journal import (
+    INTERRUPT,
     JSON,
     Boundary,
     Conflict,
@@ -121,9 +122,12 @@ class KillAt:
 
     def __init__(self, at: int) -> None:
         self.at, self.count = at, 0
+        self.interrupts: list[int] = []  # the boundaries right after an interrupt became durable
 
     def __call__(self, phase: str, label: str) -> None:
         self.count += 1
+        if phase == "after" and INTERRUPT in label.replace(" ", "").split("+"):
+            self.interrupts.append(self.count)
         if self.count == self.at:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -333,6 +337,8 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
         finally:
             if args.kill_hook is not None:
                 reporter.note("boundaries", str(args.kill_hook.count))
+                if args.kill_hook.interrupts:
+                    reporter.note("interrupt-boundaries", " ".join(map(str, args.kill_hook.interrupts)))
 
 
 STOP_CODES = {"SIGINT": 130, "SIGTERM": 143}

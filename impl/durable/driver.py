@@ -175,11 +175,24 @@ class DurableLink:
         try:
             return self.run.begin(key, retry) is not None
         except JournalError as exc:
-            self.driver.failures.append(exc)
-            self.driver.log.error("%s: %s cannot start: %s", self.driver.name, key, exc)
-            self.driver.halt()
-            asyncio.get_running_loop().create_task(self.driver.shutdown())
+            self._stop(f"{key} cannot start", exc)
             return False
+
+    def interrupt(self, reason: str) -> bool:
+        """Journal an interrupt before it takes effect; False when the journal failed (the agent
+        then stops, as when a step cannot be journaled)."""
+        try:
+            self.run.interrupt(reason)
+            return True
+        except JournalError as exc:
+            self._stop("the interrupt cannot be journaled", exc)
+            return False
+
+    def _stop(self, what: str, exc: JournalError) -> None:
+        self.driver.failures.append(exc)
+        self.driver.log.error("%s: %s: %s", self.driver.name, what, exc)
+        self.driver.halt()
+        asyncio.get_running_loop().create_task(self.driver.shutdown())
 
     def flush(self) -> None:
         due, self._due = self._due, []

@@ -36,8 +36,9 @@ UNKNOWN = "unknown"        # recovery found an effect started but not completed
 DECIDED = "decided"        # the user resolved an unknown effect or an anomaly
 APPROVAL_EXPIRED = "approval-expired"  # a pending approval outlived its lifetime across a restart
 REPAIRED = "repaired"      # a torn tail was discarded on the user's explicit request
+INTERRUPT = "interrupt"    # the user interrupted the work under way (a table without an interrupt event)
 
-KINDS = (CREATED, STEP, ANOMALY, STALE, STARTED, COMPLETED, UNKNOWN, DECIDED, APPROVAL_EXPIRED, REPAIRED)
+KINDS = (CREATED, STEP, ANOMALY, STALE, STARTED, COMPLETED, UNKNOWN, DECIDED, APPROVAL_EXPIRED, REPAIRED, INTERRUPT)
 
 
 def canonical(body: JSON) -> str:

@@ -17,6 +17,9 @@ Seed 003's rules, as code:
   an idempotent retry with the same key, else left as a decision for the user. It is never
   re-run silently. Completed results are reused; pending approvals are kept and their
   lifetime re-validated; a terminal run does nothing.
+- An interrupt (``interrupt``, for tables without an interrupt event) is journaled before
+  it takes effect; recovery then never starts nor retries an effect emitted before it:
+  unless a status query says it completed, it is settled ``failed`` via ``interrupt``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from agentfsm.impl.durable.journal import (
     COMPLETED,
     CREATED,
     DECIDED,
+    INTERRUPT,
     JSON,
     REPAIRED,
     STALE,
@@ -451,6 +455,12 @@ class DurableRun:
         return Delivery(status, result.accepted, self.state, result.actions,
                         tuple(self.st.effects[k] for k in keys), record.seq)
 
+    def interrupt(self, reason: str) -> None:
+        """Journal the user's interrupt, before it takes effect: a recovery will neither start
+        nor retry the effects emitted so far (the driver stops or answers them itself)."""
+        entry = Entry(INTERRUPT, {"state": self.state, "reason": reason}, self.options.clock())
+        self._append_retrying(entry, lambda: True)
+
     def _tool(self, effect: Effect) -> Tool:
         return self.tools[effect.action]
 
@@ -517,7 +527,10 @@ class DurableRun:
     def _settle(self, key: str) -> None:
         effect = self.st.effects[key]
         if effect.status == "pending":
-            self._perform(effect)
+            if self.st.interrupts(effect):
+                self._settle_interrupted(key, "interrupted before it started")
+            else:
+                self._perform(effect)
             return
         if effect.status == "started":
             entry = Entry(UNKNOWN, {"key": key, "attempt": effect.attempts,
@@ -527,7 +540,8 @@ class DurableRun:
         self._resolve_unknown(key)
 
     def _resolve_unknown(self, key: str) -> None:
-        """Status query, else idempotent retry with the same key, else leave it to the user."""
+        """Status query, else (interrupted) settled failed, else idempotent retry with the same key, else
+        leave it to the user."""
         effect = self.st.effects[key]
         if effect.status != "unknown":
             return
@@ -535,10 +549,19 @@ class DurableRun:
         reply = tool.status(self._call(effect, effect.attempts))
         if reply is not None and reply[0] == "done":
             self._complete(key, "completed", reply[1], "status")
+        elif self.st.interrupts(effect):
+            self._settle_interrupted(key, "interrupted while it ran; the process stopped before its outcome "
+                                          "was journaled, so whether it completed is unknown")
         elif reply is not None and reply[0] == "not-run" and getattr(tool, "fences", False):
             self._perform(effect)
         elif effect.idempotent and effect.attempts < self.options.max_attempts:
             self._perform(effect, retry=True)
+
+    def _settle_interrupted(self, key: str, why: str) -> None:
+        """An effect the user interrupted and a crash left open: never run (again), settled failed."""
+        entry = Entry(COMPLETED, {"key": key, "outcome": "failed", "result": {"error": why}, "via": "interrupt"},
+                      self.options.clock())
+        self._append_retrying(entry, lambda: self.st.effects[key].status in ("pending", "started", "unknown"))
 
     def decide(self, id: str, decision: str, result: JSON = None) -> None:
         """The user's answer to a decision: for an unknown effect ``completed``, ``failed`` or

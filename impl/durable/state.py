@@ -21,6 +21,7 @@ from agentfsm.impl.durable.journal import (
     COMPLETED,
     CREATED,
     DECIDED,
+    INTERRUPT,
     JSON,
     REPAIRED,
     STALE,
@@ -102,6 +103,9 @@ class RunState:
     effects: dict[str, Effect] = field(default_factory=dict)
     approvals: dict[str, Approval] = field(default_factory=dict)
     events: set[str] = field(default_factory=set)
+    interrupted: int = 0
+    """The sequence number of the latest ``interrupt`` record (0: none). It covers the effects
+    emitted before it: recovery never starts or retries them (``DurableRun.recover``)."""
 
     def copy(self) -> RunState:
         return copy.deepcopy(self)
@@ -109,12 +113,16 @@ class RunState:
     def unresolved(self) -> list[Effect]:
         return [e for e in self.effects.values() if e.status in UNRESOLVED]
 
+    def interrupts(self, effect: Effect) -> bool:
+        """Whether an interrupt came after ``effect`` was emitted (the user asked to stop it)."""
+        return effect.seq < self.interrupted
+
     def to_json(self, table: Table) -> dict[str, JSON]:
         return {"state": table.states[self.state].name, "vars": table.vars_dict(self.vars),
                 "version": self.version, "halted": self.halted,
                 "effects": [e.to_json() for e in self.effects.values()],
                 "approvals": [a.to_json() for a in self.approvals.values()],
-                "events": sorted(self.events)}
+                "events": sorted(self.events), "interrupted": self.interrupted}
 
     @classmethod
     def from_json(cls, table: Table, body: Mapping[str, JSON]) -> RunState:
@@ -122,7 +130,7 @@ class RunState:
                    version=int(body["version"]), halted=body["halted"],
                    effects={e["key"]: Effect(**e) for e in body["effects"]},
                    approvals={a["id"]: Approval(**a) for a in body["approvals"]},
-                   events=set(body["events"]))
+                   events=set(body["events"]), interrupted=int(body.get("interrupted", 0)))
 
 
 def config_vars(table: Table, values: Mapping[str, JSON]) -> tuple[Value, ...]:
@@ -153,6 +161,8 @@ def apply(table: Table, stepper: Stepper, st: RunState, record: Record, check: b
             st.halted = str(body["reason"])
     elif kind == STALE:
         pass
+    elif kind == INTERRUPT:
+        st.interrupted = record.seq
     elif kind in (STARTED, COMPLETED, UNKNOWN):
         effect = _effect(st, record)
         if kind == STARTED:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -25,6 +27,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 SCHEMA_VERSION = 1
+_OPEN: Counter[Path] = Counter()  # databases this process has connections to (the log check reads
+_OPEN_LOCK = threading.Lock()     # their files only before the first: see ``agentfsm.impl.stores.wal``)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -124,21 +128,30 @@ class SqliteStore(SqlJournal):
         --repair``): SQLite then drops the damaged frames and the ones after them."""
         self.path = Path(path)
         self.on_boundary = on_boundary
-        damage = wal_damage(self.path)
-        if damage is not None and not accept_damaged_log:
-            raise StoreFailed(f"{damage}; `agentfsm journal --repair` accepts the loss (a copy of the log is kept)")
-        if damage is not None and Path(f"{self.path}-wal").exists():
-            shutil.copyfile(f"{self.path}-wal", f"{self.path}-wal.damaged")
-        self.log_damage = damage
         self.timeout = timeout
-        try:
-            self._conn = retry_lock_races(lambda: connect(self.path, timeout, same_thread), timeout)
-            retry_lock_races(self._migrate, timeout)
-        except sqlite3.OperationalError as exc:
-            if "locking protocol" not in str(exc) and "locked" not in str(exc):
+        self._key = self.path.resolve()
+        self._counted = False
+        with _OPEN_LOCK:  # a second store of this process (a heartbeat's) leaves the log's files alone
+            damage = wal_damage(self.path) if _OPEN[self._key] == 0 else None
+            if damage is not None and not accept_damaged_log:
+                raise StoreFailed(f"{damage}; `agentfsm journal --repair` accepts the loss (a copy of the log is "
+                                  "kept)")
+            if damage is not None and Path(f"{self.path}-wal").exists():
+                shutil.copyfile(f"{self.path}-wal", f"{self.path}-wal.damaged")
+            self.log_damage = damage
+            try:
+                self._conn = retry_lock_races(lambda: connect(self.path, timeout, same_thread), timeout)
+            except sqlite3.DatabaseError as exc:
                 raise JournalError(f"{self.path}: not a journal store ({exc})") from None
-            raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
+            _OPEN[self._key] += 1
+            self._counted = True
+        try:
+            retry_lock_races(self._migrate, timeout)
         except sqlite3.DatabaseError as exc:
+            self.close()
+            if isinstance(exc, sqlite3.OperationalError) and any(
+                    word in str(exc) for word in ("locked", "busy", "locking protocol")):
+                raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
             raise JournalError(f"{self.path}: not a journal store ({exc})") from None
 
     def _migrate(self) -> None:
@@ -165,6 +178,12 @@ class SqliteStore(SqlJournal):
         return _Transaction(self._conn)
 
     def close(self) -> None:
+        with _OPEN_LOCK:
+            if self._counted:
+                self._counted = False
+                _OPEN[self._key] -= 1
+                if not _OPEN[self._key]:
+                    del _OPEN[self._key]
         self._conn.close()
 
     # -- one owner per run ---------------------------------------------------------------

@@ -9,15 +9,28 @@ here, read-only, before SQLite's own recovery can discard the evidence:
 - a frame that fails its checksum followed by frames of the same log generation (the same
   salts): frames are written in order, so the bad one was once whole (a flipped bit);
 - the log index (``-shm``, left behind by a process that died) counting more frames than
-  the log holds: the log was cut or deleted.
+  the log holds: the log was cut or deleted;
+- a log header that fails its checksum in a log holding whole frames: the header is synced
+  before the frames of its generation are written, so it was whole once (SQLite would
+  ignore every frame).
 
 A torn last frame (a power cut mid-commit) is neither: that commit was never acknowledged.
+
+The check runs only when no connection uses the log (SQLite's recovery, which drops the
+frames, only runs then too): a live log read while another process appends to it or
+restarts it is not evidence. A caller must not run it in a process that has the database
+open itself: closing the index file it read drops that process's POSIX locks on it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import struct
 from pathlib import Path
+
+WRITE_LOCK = 120  # the index file's byte a writer holds while its transaction is open
+DMS_LOCK = 128  # the index file's byte every open connection holds a read lock on (SQLite's "DMS" lock)
 
 WAL_MAGIC = (0x377F0682, 0x377F0683)
 WAL_HEADER = 32
@@ -61,6 +74,17 @@ def wal_frames(wal: bytes) -> tuple[int, int | None]:
     return count, None
 
 
+def header_damaged(wal: bytes) -> bool:
+    """A log header (magic and page size intact) failing its checksum, followed by whole frames."""
+    if len(wal) < WAL_HEADER:
+        return False
+    magic, _, page, _, _, _, c1, c2 = struct.unpack(">8I", wal[:WAL_HEADER])
+    if magic not in WAL_MAGIC or page < 512 or page & (page - 1):
+        return False
+    whole = (len(wal) - WAL_HEADER) // (FRAME_HEADER + page)
+    return whole > 0 and _checksum(wal[:24], bool(magic & 1), 0, 0) != (c1, c2)
+
+
 def index_frames(shm: bytes) -> int:
     """How many frames the log index says the log holds (0 when it says nothing usable)."""
     if len(shm) < 48:
@@ -74,9 +98,32 @@ def index_frames(shm: bytes) -> int:
     return max_frame if version == 3007000 and is_init else 0
 
 
+def held(shm_path: str | Path, byte: int) -> bool:
+    """Whether another process holds a lock on ``byte`` of the log's index file. Never call it in
+    a process that has the database open (closing the file drops that process's locks)."""
+    try:
+        fd = os.open(shm_path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, byte)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # the probe's lock goes with it
+
+
+def log_in_use(shm_path: str | Path) -> bool:
+    """Whether a connection (of another process) has the log open: it holds the DMS lock."""
+    return held(shm_path, DMS_LOCK)
+
+
 def wal_damage(db: Path) -> str | None:
-    """What is wrong with the database's write-ahead log, or None."""
+    """What is wrong with the database's write-ahead log, or None (also while it is in use)."""
     wal_path, shm_path = Path(f"{db}-wal"), Path(f"{db}-shm")
+    if log_in_use(shm_path):
+        return None
     try:
         wal = wal_path.read_bytes() if wal_path.exists() else b""
         shm = shm_path.read_bytes()[:96] if shm_path.exists() else b""
@@ -86,6 +133,9 @@ def wal_damage(db: Path) -> str | None:
     if bad is not None:
         return (f"{wal_path}: frame {bad} fails its checksum and committed frames follow it: SQLite would drop "
                 f"them silently (the log is damaged)")
+    if header_damaged(wal):
+        return (f"{wal_path}: its header fails its checksum although the log holds committed frames: SQLite "
+                "would ignore them all silently (the log is damaged)")
     indexed = index_frames(shm)
     if indexed > frames:
         what = "is missing" if not wal else f"holds {frames} valid frames"

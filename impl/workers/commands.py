@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
@@ -26,6 +27,9 @@ from agentfsm.spec.model import Table
 
 from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
 
+STARTUP_WAIT = 60.0  # seconds a starting worker waits for a server that is down or restarting
+UNAVAILABLE = ("Connection refused", "the database system is starting up", "the database system is shutting down",
+               "the database system is in recovery mode", "the database system is not yet accepting connections")
 STORE_HELP = "the shared store: postgresql://USER@HOST:PORT/DATABASE[?schema=NAME]"
 
 
@@ -90,6 +94,20 @@ def _open(url: str) -> LeasingStore:
         raise BadInput(str(exc)) from None
 
 
+def _wait_for_store(url: str, bound: float) -> None:
+    """A worker started while its server is down or restarting waits for it (up to ``bound``
+    seconds), as a running worker reconnects; any other failure is reported at once."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            _open(url).close()
+            return
+        except BadInput as exc:
+            if time.monotonic() >= deadline or not any(reason in str(exc) for reason in UNAVAILABLE):
+                raise
+        time.sleep(1.0)
+
+
 def run_submit(args: argparse.Namespace) -> int:
     if args.count < 1:
         raise BadInput("--count must be 1 or more")
@@ -151,7 +169,7 @@ def run_worker(args: argparse.Namespace) -> int:
         if missing:
             raise BadInput(f"{table.machine}: no tool for the external action(s) {', '.join(missing)} "
                            "(give --tools or --ledger)")
-    _open(args.store).close()
+    _wait_for_store(args.store, STARTUP_WAIT)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
