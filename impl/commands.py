@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
@@ -78,8 +78,7 @@ def run_run(args: argparse.Namespace) -> int:
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)
-    if args.store is None and (args.resume or args.decide):
-        raise BadInput("--resume and --decide need --store")
+    durable_commands.check_run_options(args)
     if isinstance(script, EventScript):
         durable_commands.check_script(table, script, args.script)
         if args.store is not None:
@@ -116,6 +115,8 @@ def run_run(args: argparse.Namespace) -> int:
     player = PLAYERS.get(table.machine)
     if player is not None and args.store is not None and table.machine not in DURABLE_PLAYERS:
         raise BadInput(f"--store: the {table.machine} agent cannot run durably yet; run it without --store")
+    if model is not None and table.machine in SCRIPTED_ONLY:
+        raise BadInput(f"--openai: the {table.machine} agent calls no model (it plays the script's tool calls)")
     if player is not None:
         unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
         if unknown:

@@ -28,12 +28,17 @@ from test_driver_loom import run
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 EXAMPLES = ROOT / "examples"
-DEMOS = {"loom-agent": "loom-demo.yaml", "explorer-evaluator": "explorer-evaluator-agent.yaml"}
+DEMOS = {"loom-agent": "loom-demo.yaml", "explorer-evaluator": "explorer-evaluator-agent.yaml",
+         "tool-call": "tool-call-durable.yaml"}
+# Every bundled agent demo, and the exit code of its durable run: the tool-call demo's last call
+# times out unkeyed and halts for an operator, a decision the durable run leaves open (exit 1).
+BUNDLED = [("loom-agent", "loom-demo.yaml", 0), ("explorer-evaluator", "explorer-evaluator-agent.yaml", 0),
+           ("tool-call", "tool-call-durable.yaml", 0), ("tool-call", "tool-call-agent.yaml", 1)]
 
 
-def agentfsm(machine: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def agentfsm(machine: str, *argv: str, cwd: Path, demo: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([AGENTFSM, "run", str(ROOT / "spec" / f"{machine}.yaml"), "--script",
-                           str(EXAMPLES / DEMOS[machine]), "--workdir", "w", "--json", *argv],
+                           str(EXAMPLES / (demo or DEMOS[machine])), "--workdir", "w", "--json", *argv],
                           capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
@@ -56,23 +61,33 @@ def fresh(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_explorer_is_durable() -> None:
-    assert "explorer-evaluator" in DURABLE_PLAYERS
+def test_the_explorer_and_the_tool_call_runner_are_durable() -> None:
+    assert {"explorer-evaluator", "tool-call"} <= DURABLE_PLAYERS
 
 
-@pytest.mark.parametrize("machine", sorted(DEMOS))
-def test_durable_and_in_memory_runs_of_each_demo_end_alike(machine: str, tmp_path: Path) -> None:
-    plain = agentfsm(machine, cwd=fresh(tmp_path / "plain"))
-    durable = agentfsm(machine, "--store", "j.db", cwd=fresh(tmp_path / "durable"))
-    assert plain.returncode == durable.returncode == 0, durable.stdout + durable.stderr
+def test_every_bundled_agent_demo_is_covered() -> None:
+    scripts = {p.name for p in EXAMPLES.glob("*.yaml") if "inputs" in p.read_text()}
+    durable = {demo for machine, demo, _ in BUNDLED} | {"vibework-agent-agent.yaml"}  # vibework: not durable yet
+    assert scripts == durable
+
+
+@pytest.mark.parametrize(("machine", "demo", "code"), BUNDLED)
+def test_durable_and_in_memory_runs_of_each_demo_end_alike(machine: str, demo: str, code: int,
+                                                           tmp_path: Path) -> None:
+    plain = agentfsm(machine, cwd=fresh(tmp_path / "plain"), demo=demo)
+    durable = agentfsm(machine, "--store", "j.db", cwd=fresh(tmp_path / "durable"), demo=demo)
+    assert plain.returncode == 0 and durable.returncode == code, durable.stdout + durable.stderr
     assert trail(durable.stdout) == trail(plain.stdout) and outcome(durable.stdout) == outcome(plain.stdout)
     view = subprocess.run([AGENTFSM, "journal", "j.db", "--json"], capture_output=True, text=True,
                           cwd=tmp_path / "durable", timeout=60)
     runs = json.loads(view.stdout)["runs"]
     effects = [e for r in runs for e in r["current"]["effects"]]
-    assert effects and all(e["status"] in ("completed", "failed") and e["reported"] and e["attempts"] == 1
-                           for e in effects), "every effect ran once and its outcome was fed back"
-    assert all(r["decisions"] == [] for r in runs)
+    settled = [e for e in effects if e["status"] in ("completed", "failed")]
+    assert settled and all(e["attempts"] <= 1 for e in effects), "no effect ran twice"
+    assert all(e["reported"] or e["via"] != "run" or e["action"] == "CancelExecution" for e in settled), \
+        "every outcome a run produced was fed back by its event"
+    open_decisions = [d for r in runs for d in r["decisions"]]
+    assert len(open_decisions) == code, "a durable run that exits 1 left exactly its one decision open"
 
 
 def test_explorer_context_is_rebuilt_from_the_journal(tmp_path: Path) -> None:

@@ -293,13 +293,35 @@ def test_explorer_plan_of_two_to_four_steps_is_checked(plan: str, reported: bool
 # -- the options every agent must honour --------------------------------------------------------
 
 
-@pytest.mark.parametrize("machine", ["vibework-agent", "tool-call"])
-def test_store_is_never_silently_ignored(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+AGENTS = ["loom-agent", "vibework-agent", "explorer-evaluator", "tool-call"]
+WITHOUT_STORE = [["--resume"], ["--decide", "k=failed"], ["--run-id", "x"], ["--lease", "5"]]
+
+
+def _run_agent(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str]:
     script = tmp_path / "s.yaml"
     script.write_text(json.dumps({"inputs": ["go"], "replies": ["ok"]}))
     code, _, err = run_cli(["run", str(SPEC / f"{machine}.yaml"), "--script", str(script), "--workdir",
-                              str(tmp_path), "--store", str(tmp_path / "j.db")], capsys)
+                            str(tmp_path), *options], capsys)
+    return code, err
+
+
+def test_store_is_never_silently_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The one agent that cannot run durably yet refuses --store (exit 2) before anything runs."""
+    code, err = _run_agent("vibework-agent", tmp_path, capsys, "--store", str(tmp_path / "j.db"))
     assert code == 2 and "--store" in err and "Traceback" not in err and not (tmp_path / "j.db").exists()
+
+
+@pytest.mark.parametrize("machine", AGENTS)
+@pytest.mark.parametrize("option", WITHOUT_STORE, ids=lambda o: o[0])
+def test_durable_options_without_store_are_bad_input(machine: str, option: list[str], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent(machine, tmp_path, capsys, *option)
+    assert code == 2 and f"{option[0]} needs --store" in err and "Traceback" not in err
+
+
+def test_a_model_is_refused_by_the_agent_that_calls_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent("tool-call", tmp_path, capsys, "--openai", "http://localhost:9/v1", "--model", "m")
+    assert code == 2 and "calls no model" in err
 
 
 # -- the table format -----------------------------------------------------------------------------

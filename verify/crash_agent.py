@@ -91,9 +91,15 @@ class AgentCrash:
         return where
 
     def play(self, where: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*AGENTFSM, "run", self.table, "--script", self.script_path, "--workdir", "w",
-                               "--json", "--store", "j.db", *argv], cwd=where, capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT)
+        """One child run; one that outlives ``CHILD_TIMEOUT`` (a hang) is killed and ends with exit 124
+        and what it printed, so the scenario reports it instead of the campaign falling over."""
+        command = [*AGENTFSM, "run", self.table, "--script", self.script_path, "--workdir", "w", "--json",
+                   "--store", "j.db", *argv]
+        try:
+            return subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            return subprocess.CompletedProcess(command, 124, out, f"hung: no end within {CHILD_TIMEOUT:g}s")
 
     def journal_problem(self, where: Path) -> str | None:
         """Whether every run's journal verifies (checksums, links, sequence) and its run ended."""

@@ -59,18 +59,23 @@ class DurableTask:
         self.run_id = f"{durable.run_id}/{name}"
         self.link: DurableLink | None = None
 
-    def open(self, driver: Driver, agent: EffectAgent, llm: ScriptedLlm, llm_calls: Collection[str]) -> str | None:
-        """None: play the unit; ``"ended"`` or ``"decide"``: do not (already reported)."""
+    def open(self, driver: Driver, agent: EffectAgent, llm: ScriptedLlm | None = None,
+             llm_calls: Collection[str] = (), table_decides: bool = False) -> str | None:
+        """None: play the unit; ``"ended"`` or ``"decide"``: do not (already reported). With
+        ``table_decides`` the unit plays even with decisions open: its table has rows for them."""
         durable = self.durable
         exists = durable.resume and self.run_id in durable.store.runs()
         mine = {k: v for k, v in durable.decisions.items() if k.startswith(self.run_id + "/")}
         link = self.link = DurableLink.open(driver, agent, durable.store, self.run_id, exists, mine)
         run = link.run
         if exists:
-            llm.skip(sum(1 for e in run.st.effects.values() if e.action in llm_calls and e.status == "completed"))
+            if llm is not None:
+                llm.skip(sum(1 for e in run.st.effects.values() if e.action in llm_calls and e.status == "completed"))
             self.reporter.note("resume", f"run {self.run_id} recovered at version {run.version} in {run.state}")
         if run.terminal:
             return "ended"
+        if table_decides:
+            return None
         return "decide" if report_decisions(run, self.reporter) else None
 
     def start(self) -> None:
@@ -182,32 +187,56 @@ async def play_explorer(run: Run) -> int:
     return 1 if failed else 0
 
 
+def _approvals_answered(durable: Durability) -> int:
+    """How many scripted permission answers the journaled call runs used (a resumed run skips them)."""
+    prefix = f"{durable.run_id}/call-"
+    return sum(1 for run_id in durable.store.runs() if run_id.startswith(prefix)
+               for record in durable.store.records(run_id)
+               if record.body.get("event") in ("ApprovalGranted", "ApprovalDenied"))
+
+
 async def play_tool_call(run: Run) -> int:
-    """The script's replies are tool calls; each goes through its own tool-call trace."""
+    """The script's replies are tool calls; each goes through its own tool-call trace (durably: each
+    call its own run ``RUN/call-N``; a resumed call continues where its journal ends, and a call
+    that halted for an operator stops the script until ``--decide`` settles it)."""
     script, reporter = run.script, run.reporter
-    permissions = _permissions(run)
+    prompt: PermissionPrompt = TerminalPrompt(policy=run.policy)
+    if script.permissions is not None:
+        scripted = ScriptedPermissions(script.permissions)
+        if run.durable is not None and run.durable.resume:
+            scripted.skip(_approvals_answered(run.durable))
+        prompt = scripted
+    permissions = ReportedPermissions(prompt, reporter)
     failed = False
     for number, call in enumerate(runner_plan(script.replies), 1):
         runner = ToolCallRunner(run.table, run.workdir, permissions, allow=script.allow or (),
                                 settings=dict(script.settings), reporter=reporter, name=f"call-{number}")
-        runner.add_listener(reporter.step)
-        reporter.note("call", f"{call.name} {call.arguments}")
-        try:
-            async with asyncio.timeout(run.timeout):
-                result = await runner.run(call)
-        except TimeoutError:
-            reporter.note("error", f"tool call {number} did not finish within {run.timeout:g}s")
-            failed = True
-            continue
-        first = result.content.splitlines()[0] if result.content else ""
+        runner.call = call
+        task = None if run.durable is None else DurableTask(run.durable, f"call-{number}", reporter)
+        if task is None or task.open(runner, runner, table_decides=True) is None:
+            runner.add_listener(reporter.step)
+            if runner.state() == "Requested":
+                reporter.note("call", f"{call.name} {call.arguments}")
+            try:
+                async with asyncio.timeout(run.timeout):
+                    await runner.run(call, None if task is None else task.link)
+            except TimeoutError:
+                reporter.note("error", f"tool call {number} did not finish within {run.timeout:g}s")
+                failed = True
+                continue
+            failed = report_failures(runner, reporter) or failed
+        content = runner.answer().content
+        first = content.splitlines()[0] if content else ""
         reporter.note("result", f"{call.name}: {runner.state()}: {first}")
-        failed = report_failures(runner, reporter) or failed
+        if task is not None and task.pending():
+            return 1
     return 1 if failed else 0
 
 
 PLAYERS: dict[str, Player] = {"vibework-agent": play_vibework, "explorer-evaluator": play_explorer,
                               "tool-call": play_tool_call}
-DURABLE_PLAYERS = frozenset({"explorer-evaluator"})  # the players that honour ``Run.durable``
+DURABLE_PLAYERS = frozenset({"explorer-evaluator", "tool-call"})  # the players that honour ``Run.durable``
+SCRIPTED_ONLY = frozenset({"tool-call"})  # the players that call no model (``Run.model`` does not apply)
 
 # The ``settings`` each player's agent takes (the script's own keys cover the rest).
 _OWN = {"workdir", "allow"}

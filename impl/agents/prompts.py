@@ -81,6 +81,11 @@ class ScriptedPermissions:
         self.verdicts = deque(v if isinstance(v, ScriptedVerdict) else ScriptedVerdict(v) for v in verdicts)
         self.requests: list[PermissionRequest] = []
 
+    def skip(self, count: int) -> None:
+        """Drop the first ``count`` answers (a resumed run's journal already holds them)."""
+        for _ in range(min(count, len(self.verdicts))):
+            self.verdicts.popleft()
+
     async def ask(self, request: PermissionRequest) -> bool:
         self.requests.append(request)
         if not self.verdicts:
