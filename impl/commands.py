@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
@@ -113,8 +113,6 @@ def run_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
-    if player is not None and args.store is not None and table.machine not in DURABLE_PLAYERS:
-        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet; run it without --store")
     if model is not None and table.machine in SCRIPTED_ONLY:
         raise BadInput(f"--openai: the {table.machine} agent calls no model (it plays the script's tool calls)")
     if player is not None:

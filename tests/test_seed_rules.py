@@ -28,6 +28,7 @@ from agentfsm.impl.driver import Envelope
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.build import load_table_bytes
 from conftest import ROOT, run_cli
@@ -299,16 +300,23 @@ WITHOUT_STORE = [["--resume"], ["--decide", "k=failed"], ["--run-id", "x"], ["--
 
 def _run_agent(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str]:
     script = tmp_path / "s.yaml"
-    script.write_text(json.dumps({"inputs": ["go"], "replies": ["ok"]}))
+    listing = [{"tool_call": {"name": "list_dir", "arguments": {"path": "."}}}]  # the tool-call runner's one call
+    script.write_text(json.dumps({"inputs": ["go"], "replies": [listing] if machine == "tool-call" else ["ok"]}))
     code, _, err = run_cli(["run", str(SPEC / f"{machine}.yaml"), "--script", str(script), "--workdir",
                             str(tmp_path), *options], capsys)
     return code, err
 
 
-def test_store_is_never_silently_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The one agent that cannot run durably yet refuses --store (exit 2) before anything runs."""
-    code, err = _run_agent("vibework-agent", tmp_path, capsys, "--store", str(tmp_path / "j.db"))
-    assert code == 2 and "--store" in err and "Traceback" not in err and not (tmp_path / "j.db").exists()
+@pytest.mark.parametrize("machine", AGENTS)
+def test_store_is_never_silently_ignored(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every agent honours --store: its run is in the journal."""
+    code, err = _run_agent(machine, tmp_path, capsys, "--store", str(tmp_path / "j.db"))
+    assert code in (0, 1) and "Traceback" not in err, err
+    store = SqliteStore(tmp_path / "j.db")
+    try:
+        assert store.runs(), "the run was journaled"
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("machine", AGENTS)

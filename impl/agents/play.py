@@ -8,7 +8,7 @@ agent shows, and returns 0 when the run completed cleanly, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -24,12 +24,22 @@ from agentfsm.impl.agents.prompts import (
     UserQuestionPrompt,
 )
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
-from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig, vibework_config
+from agentfsm.impl.agents.vibework import ASKED, VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.impl.driver import Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
+from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
-from agentfsm.impl.play import Durability, Reporter, play_turns, report_decisions, report_failures, report_unused
-from agentfsm.impl.script import AgentScript
+from agentfsm.impl.play import (
+    Conversing,
+    Durability,
+    NumberedInputs,
+    Reporter,
+    play_turns,
+    report_decisions,
+    report_failures,
+    report_unused,
+)
+from agentfsm.impl.script import AgentScript, Turn
 from agentfsm.spec import Table
 
 
@@ -132,19 +142,61 @@ def _unused(run: Run, llm: ScriptedLlm) -> None:
         report_unused(llm, run.reporter)
 
 
+def _used(run: DurableRun) -> dict[str, int]:
+    """What a durable vibework run consumed of its script: LLM replies (settled calls), permission
+    verdicts and answers (the steps that took them), with what its sub-agents used."""
+    records = run.store.records(run.run_id)
+    used = {kind: sum(1 for r in records if r.body.get("event") in events) for kind, events in ASKED.items()}
+    used["llm"] = sum(1 for e in run.st.effects.values() if e.action == "CallLlm" and e.via in ("run", "cancel"))
+    for effect in run.st.effects.values():
+        if effect.action == "ExecuteTool" and isinstance(effect.result, dict):
+            for kind in used:
+                used[kind] += int(effect.result.get(kind, 0))
+    return used
+
+
 async def play_vibework(run: Run) -> int:
-    """Each input once the agent settled (Idle, Done or Error); ``interrupt_after`` interrupts the turn."""
+    """Each input once the agent settled (Idle, Done or Error); ``interrupt_after`` interrupts the turn.
+    Durably, a resumed run skips the inputs, replies, verdicts and answers its journal holds, and
+    stops (1) when a decision is the user's to make."""
     script, reporter = run.script, run.reporter
     llm = ScriptedLlm(script.replies)
-    questions = ScriptedQuestions(script.answers) if script.answers is not None else TerminalPrompt()
+    questions: UserQuestionPrompt = TerminalPrompt()
+    permissions: PermissionPrompt = TerminalPrompt(policy=run.policy)
+    scripted = (ScriptedQuestions(script.answers) if script.answers is not None else None,
+                ScriptedPermissions(script.permissions) if script.permissions is not None else None)
+    questions = scripted[0] or questions
+    permissions = scripted[1] or permissions
     agent = VibeworkAgent(run.table, run.model or llm, config=vibework_config(run.workdir, dict(script.settings),
                                                                                 script.allow),
-                          permissions=_permissions(run), questions=ReportedQuestions(questions, reporter),
-                          display=reporter)
+                          permissions=ReportedPermissions(permissions, reporter),
+                          questions=ReportedQuestions(questions, reporter), display=reporter)
+    link = None
+    turns: Sequence[Turn] = script.inputs
+    speaker: Conversing = agent
+    durable = run.durable
+    if durable is not None:
+        link = DurableLink.open(agent, agent, durable.store, durable.run_id, durable.resume, durable.decisions)
+        if durable.resume:
+            reporter.note("resume", f"run {durable.run_id} recovered at version {link.run.version} in "
+                                    f"{link.run.state}")
+        if report_decisions(link.run, reporter):
+            return 1
+        used = _used(link.run)
+        llm.skip(used["llm"])
+        for prompt, kind in zip(scripted, ("answers", "permissions"), strict=True):
+            if prompt is not None:
+                prompt.skip(used[kind])
+        sent = sum(1 for n in range(1, len(turns) + 1) if f"input-{n}" in link.run.st.events)
+        turns, speaker = turns[sent:], NumberedInputs(agent, sent)
     agent.add_listener(reporter.step)
     async with agent:
-        completed = await play_turns(agent, script.inputs, reporter, run.timeout, agent.wait_settled)
+        if link is not None:
+            link.resume()
+        completed = await play_turns(speaker, turns, reporter, run.timeout, agent.wait_settled)
     failed = report_failures(agent, reporter) or not completed
+    if link is not None and report_decisions(link.run, reporter):
+        failed = True
     _unused(run, llm)
     reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
     return 1 if failed else 0
@@ -235,7 +287,6 @@ async def play_tool_call(run: Run) -> int:
 
 PLAYERS: dict[str, Player] = {"vibework-agent": play_vibework, "explorer-evaluator": play_explorer,
                               "tool-call": play_tool_call}
-DURABLE_PLAYERS = frozenset({"explorer-evaluator", "tool-call"})  # the players that honour ``Run.durable``
 SCRIPTED_ONLY = frozenset({"tool-call"})  # the players that call no model (``Run.model`` does not apply)
 
 # The ``settings`` each player's agent takes (the script's own keys cover the rest).

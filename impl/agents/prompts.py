@@ -132,6 +132,11 @@ class ScriptedQuestions:
         self.answers = deque(a if isinstance(a, ScriptedAnswer) else ScriptedAnswer(tuple(a)) for a in answers)
         self.requests: list[QuestionRequest] = []
 
+    def skip(self, count: int) -> None:
+        """Drop the first ``count`` answers (a resumed run's journal already holds them)."""
+        for _ in range(min(count, len(self.answers))):
+            self.answers.popleft()
+
     async def ask(self, request: QuestionRequest) -> tuple[str, ...]:
         self.requests.append(request)
         if not self.answers:
