@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
-from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, plan_steps
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, Notes, plan_steps
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.agents.prompts import FrontendQuestions, ScriptedPermissions, ScriptedQuestions
 from agentfsm.impl.agents.tools import ToolResult
@@ -289,6 +289,28 @@ def test_explorer_plan_of_two_to_four_steps_is_checked(plan: str, reported: bool
     assert agent.plan == plan and agent.answer == "x"
     assert bool(agent.violations) == reported and plan_steps(plan) == len(
         [line for line in plan.splitlines() if line[:1] in "-123456789"])
+
+
+@pytest.mark.parametrize(("evaluation", "said"), [("$(answer x)", []), ("Let me think. $(answer x)", ["Let me"]),
+                                                  ("I need to see more; I will wait.", ["I need to", "I will"])])
+def test_explorer_evaluator_phrases_the_seed_forbids_are_reported(evaluation: str, said: list[str],
+                                                                   tmp_path: Path) -> None:
+    """The evaluator 'NEVER say[s] "I need to", "Let me", or "I will"': the reply stands, the slip is reported."""
+    table = load_table(SPEC / "explorer-evaluator.yaml", {"max_turns": 4})
+    notes = Notes()
+    agent = ExplorerEvaluatorAgent(table, ScriptedLlm([[Say("$(view a)")], [Say(evaluation)],
+                                                       [Say("$(view a)")], [Say("$(answer x)")]]),
+                                   config=ExplorerConfig(workdir=tmp_path), narrator=notes)
+
+    async def main() -> None:
+        async with agent:
+            agent.ask("q")
+            await agent.wait_done()
+    run(main())
+    assert agent.answer == "x" and agent.violations == ([f"the evaluator said {', '.join(map(repr, said))}"]
+                                                        if said else [])
+    labels = [text.split(":")[0] for kind, text in notes.notes if kind in ("explorer", "evaluator")]
+    assert labels[:2] == ["[agent-v2] Turn 1/4 (explorer)", "[agent-v2] Turn 2/4 (evaluator)"]
 
 
 # -- the options every agent must honour --------------------------------------------------------
