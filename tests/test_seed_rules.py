@@ -271,6 +271,30 @@ def test_explorer_view_shows_a_files_structure_and_symbols(tmp_path: Path) -> No
     assert run(runner.run(Command("view", "notes.txt"))) == "1: one\n2: two"  # no symbols: its text
 
 
+@pytest.mark.parametrize(("command", "expected"), [
+    ("grep -c o notes.txt | wc -l", "exit status 0\n1\n"),
+    ("cat *.txt && ls sub", "exit status 0\none\ntwo\nx.txt\n"),
+    ("ls sub; wc -l notes.txt", "exit status 0\nx.txt\n2 notes.txt\n"),
+    ("sleep 5 | cat", "error: timed out after 0.5s"),
+    ("cat notes.txt > copy", "error: '>' is not allowed in run (pipes and ; && || only)"),
+    ("cat /etc/passwd", "error: path '/etc/passwd' is outside the work directory"),
+    ("grep --file=../secret x", "error: path '../secret' is outside the work directory"),
+    ("ls .*", "error: '.*' is not allowed in run: it could name a place outside the work directory"),
+    ("cat ~/x", "error: '~/x' is not allowed in run: it could name a place outside the work directory"),
+    ("echo $HOME", "error: no substitutions, variables or escapes in run: write the command plainly"),
+    ("ls | rm notes.txt", "error: rm is not allowed (allowed: ls, cat, grep, wc, sleep, find)"),
+    ("find . -delete", "error: -delete is not allowed in run: exploration only reads"),
+    ("(ls)", "error: '(' is not allowed in run (pipes and ; && || only)")])
+def test_explorer_run_is_a_confined_shell_command(command: str, expected: str, tmp_path: Path) -> None:
+    """'$(run cmd) - shell command': pipelines of allowed programs in the work directory, with a timeout."""
+    (tmp_path / "notes.txt").write_text("one\ntwo\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.txt").write_text("")
+    runner = CommandRunner(tmp_path, timeout=0.5, run_allowed=("ls", "cat", "grep", "wc", "sleep", "find"))
+    assert run(runner.run(Command("run", command))) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "sub"], "nothing was written"
+
+
 @pytest.mark.parametrize(("plan", "reported"), [("1. Find main.rs\n2. Read its structs", False),
                                                 ("- a\n- b\n- c\n- d", False),
                                                 ("Just look around.", True),
