@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
                           "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
-    run.add_argument("--llm-timeout", type=float, default=60.0, metavar="SECONDS",
+    run.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                      help="with --openai: give up on a request when the server sends nothing for this long "
                           "(default 60); the table's retries then apply")
     run.add_argument("--max-tool-rounds", type=int, metavar="N",
@@ -96,6 +96,9 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(f"work directory {workdir} does not exist")
     if args.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    if args.openai is None and (args.model or args.llm_timeout is not None):
+        raise BadInput(f"{'--model' if args.model else '--llm-timeout'} applies to --openai, which is not given")
+    args.llm_timeout = 60.0 if args.llm_timeout is None else args.llm_timeout
     if args.llm_timeout <= 0:
         raise BadInput("--llm-timeout must be positive")
     if args.max_tool_rounds is not None:

@@ -373,6 +373,13 @@ def test_durable_options_without_store_are_bad_input(machine: str, option: list[
     assert code == 2 and f"{option[0]} needs --store" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("option", [["--model", "m"], ["--llm-timeout", "5"]], ids=lambda o: o[0])
+def test_model_options_without_openai_are_bad_input(option: list[str], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent("loom-agent", tmp_path, capsys, *option)
+    assert code == 2 and f"{option[0]} applies to --openai" in err
+
+
 def test_a_model_is_refused_by_the_agent_that_calls_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run_agent("tool-call", tmp_path, capsys, "--openai", "http://localhost:9/v1", "--model", "m")
     assert code == 2 and "calls no model" in err
