@@ -8,6 +8,7 @@ execution's ``started`` durable, nothing after; a fresh runner then resumes it.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from agentfsm.impl.llm.client import ToolCall
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
-from conftest import SPEC
+from conftest import ROOT, SPEC, run_cli
 
 READ = ToolCall("c1", "read_file", json.dumps({"path": "a"}))
 WRITE = ToolCall("c1", "write_file", json.dumps({"path": "out", "content": "once\n"}))
@@ -168,3 +169,19 @@ class _NoStatus:
     def status(self, call: object) -> None:
         return None
 
+
+
+def test_the_cli_halts_for_the_operator_and_resumes_with_the_verdict(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled demo's last call outlives call_timeout unkeyed: a decision; --decide settles it."""
+    shutil.copytree(ROOT / "examples" / "demo-workdir", tmp_path / "w")
+    argv = ["run", str(SPEC / "tool-call.yaml"), "--script", str(ROOT / "examples" / "tool-call-agent.yaml"),
+            "--workdir", str(tmp_path / "w"), "--json", "--store", str(tmp_path / "j.db")]
+    code, out, _ = run_cli(argv, capsys)
+    decisions = [json.loads(line)["text"] for line in out.splitlines() if '"kind": "decision"' in line]
+    assert code == 1 and len(decisions) == 1 and "run/call-5/" in decisions[0]
+    key = decisions[0].split(":")[0].split()[-1]
+    code, out, _ = run_cli([*argv, "--resume", "--decide", f"{key}=failed"], capsys)
+    steps = [json.loads(line) for line in out.splitlines() if '"kind": "step"' in line]
+    assert code == 0 and (steps[0]["event"], steps[0]["state"]) == ("OperatorResolved", "Failed")
+    assert "run_command: Returned: failed (no output kept)" in out
