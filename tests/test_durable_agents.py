@@ -118,9 +118,12 @@ def test_explorer_context_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("machine", "kill_at"), [("explorer-evaluator", 5), ("explorer-evaluator", 14),
                                                  ("explorer-evaluator", 21), ("explorer-evaluator", 40),
-                                                 ("vibework-agent", 12), ("vibework-agent", 33)])
+                                                 ("vibework-agent", 12), ("vibework-agent", 33),
+                                                 ("vibework-agent", 58)])
 def test_an_agent_sigkilled_at_a_boundary_resumes_to_the_same_end(machine: str, kill_at: int, tmp_path: Path) -> None:
-    """Vibework at 33: killed while its sub-agent works; the spawn is rerun on the user's word."""
+    """Vibework at 33: killed while its sub-agent works, the spawn is rerun on the user's word; at 58:
+    killed while the last input waits for permission, before its scripted interrupt, which the
+    resumed run then delivers (a late verdict would grant the call)."""
     reference = agentfsm(machine, cwd=fresh(tmp_path / "ref"))
     cwd = fresh(tmp_path / "killed")
     killed = agentfsm(machine, "--store", "j.db", "--kill-at", str(kill_at), cwd=cwd)
@@ -134,6 +137,7 @@ def test_an_agent_sigkilled_at_a_boundary_resumes_to_the_same_end(machine: str, 
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [r for r in outcome(resumed.stdout) if r[0] != "answer"] == \
         [r for r in outcome(reference.stdout) if r[0] != "answer"]
+    assert trail(resumed.stdout)[-1:] == trail(reference.stdout)[-1:] and '"kind": "error"' not in resumed.stdout
     again = agentfsm(machine, "--store", "j.db", "--resume", cwd=cwd)
     assert again.returncode == 0 and not trail(again.stdout), "ended runs are not played again"
 

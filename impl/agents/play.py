@@ -155,6 +155,17 @@ def _used(run: DurableRun) -> dict[str, int]:
     return used
 
 
+def _interrupt_due(run: DurableRun, turns: Sequence[Turn], sent: int) -> float | None:
+    """The scripted interrupt of the last input the journal holds, when no interrupt followed it
+    there (the process died first): the resumed run interrupts after that delay."""
+    delay = turns[sent - 1].interrupt_after if sent else None
+    if delay is None:
+        return None
+    records = run.store.records(run.run_id)
+    at = next(r.seq for r in records if r.body.get("event_id") == f"input-{sent}")
+    return None if any(r.body.get("event") == "Interrupt" for r in records if r.seq > at) else delay
+
+
 async def play_vibework(run: Run) -> int:
     """Each input once the agent settled (Idle, Done or Error); ``interrupt_after`` interrupts the turn.
     Durably, a resumed run skips the inputs, replies, verdicts and answers its journal holds, and
@@ -188,11 +199,16 @@ async def play_vibework(run: Run) -> int:
             if prompt is not None:
                 prompt.skip(used[kind])
         sent = sum(1 for n in range(1, len(turns) + 1) if f"input-{n}" in link.run.st.events)
+        late = _interrupt_due(link.run, turns, sent)
         turns, speaker = turns[sent:], NumberedInputs(agent, sent)
     agent.add_listener(reporter.step)
     async with agent:
         if link is not None:
             link.resume()
+            if late is not None and not agent.settled():
+                await asyncio.sleep(late)
+                reporter.note("interrupt", f"after {late:g}s in {agent.state()} (the crash came first)")
+                await agent.interrupt()
         completed = await play_turns(speaker, turns, reporter, run.timeout, agent.wait_settled)
     failed = report_failures(agent, reporter) or not completed
     if link is not None and report_decisions(link.run, reporter):
