@@ -7,6 +7,7 @@ vibework agent, the explorer/evaluator loop and the tool-call runner.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -17,8 +18,8 @@ from typing import Any
 
 import pytest
 from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
-from agentfsm.impl.agents.play import PLAYERS
-from agentfsm.impl.agents.prompts import ScriptedPermissions
+from agentfsm.impl.agents.play import PLAYERS, vibework_used
+from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedVerdict
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm
@@ -198,3 +199,23 @@ def test_vibework_conversation_is_rebuilt_from_the_journal(tmp_path: Path) -> No
     DurableLink.attach(again, again, store, "r")
     assert again.state() == first.state() and again.conversation == first.conversation
     assert again.conversation[-1]["content"] == "error: Permission denied by the user"
+
+
+def test_a_withdrawn_permission_request_used_its_scripted_verdict(tmp_path: Path) -> None:
+    """An interrupt withdraws a pending permission request: its verdict was taken all the same, so a
+    resumed run skips it (else the next request would get it)."""
+    table = load_table(ROOT / "spec" / "vibework-agent.yaml")
+    replies: list[list[ReplyStep]] = [[Call("run_command", {"argv": ["ls"]})]]
+    agent = VibeworkAgent(table, ScriptedLlm(replies), config=VibeworkConfig(workdir=fresh(tmp_path) / "w"),
+                          permissions=ScriptedPermissions([ScriptedVerdict("grant", 5.0), "deny"]))
+    link = DurableLink.create(agent, agent, MemoryStore(), "r")
+
+    async def main() -> None:
+        async with agent:
+            agent.send_input("go")
+            await agent.wait_until(lambda: agent.state() == "WaitingForPermission")
+            await asyncio.sleep(0.1)
+            await agent.interrupt()
+            await agent.wait_settled()
+    run(main())
+    assert agent.state() == "Done" and vibework_used(link.run) == {"permissions": 1, "answers": 0, "llm": 1}

@@ -24,9 +24,10 @@ from agentfsm.impl.agents.prompts import (
     UserQuestionPrompt,
 )
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
-from agentfsm.impl.agents.vibework import ASKED, VibeworkAgent, VibeworkConfig, vibework_config
+from agentfsm.impl.agents.vibework import WAITING, VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.impl.driver import Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
+from agentfsm.impl.durable.journal import STEP
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
 from agentfsm.impl.play import (
@@ -142,11 +143,12 @@ def _unused(run: Run, llm: ScriptedLlm) -> None:
         report_unused(llm, run.reporter)
 
 
-def _used(run: DurableRun) -> dict[str, int]:
+def vibework_used(run: DurableRun) -> dict[str, int]:
     """What a durable vibework run consumed of its script: LLM replies (settled calls), permission
     verdicts and answers (the steps that took them), with what its sub-agents used."""
-    records = run.store.records(run.run_id)
-    used = {kind: sum(1 for r in records if r.body.get("event") in events) for kind, events in ASKED.items()}
+    steps = [r.body for r in run.store.records(run.run_id) if r.kind == STEP]
+    used = {kind: sum(1 for s in steps if s["prev"]["state"] == waiting != s["next"]["state"])
+            for kind, waiting in WAITING.items()}
     used["llm"] = sum(1 for e in run.st.effects.values() if e.action == "CallLlm" and e.via in ("run", "cancel"))
     for effect in run.st.effects.values():
         if effect.action == "ExecuteTool" and isinstance(effect.result, dict):
@@ -193,7 +195,7 @@ async def play_vibework(run: Run) -> int:
                                     f"{link.run.state}")
         if report_decisions(link.run, reporter):
             return 1
-        used = _used(link.run)
+        used = vibework_used(link.run)
         llm.skip(used["llm"])
         for prompt, kind in zip(scripted, ("answers", "permissions"), strict=True):
             if prompt is not None:

@@ -80,9 +80,10 @@ RESULTS = frozenset({"ToolCompleted", "ToolFailed", "SubAgentCompleted", "SubAge
 CONTEXT_ACTIONS = frozenset({"AnswerToolDenied", "AnswerToolError", "AnswerToolInterrupted",
                              "AnswerRemainingToolsInterrupted", "KeepPartialText", "DiscardThinkingAndToolCalls",
                              "CancelQuestions", "ReportError", "ClearError"})
-ASKED = {"llm": ("CallLlm",), "permissions": ("PermissionGranted", "PermissionDenied", "PermissionFailed"),
-         "answers": ("QuestionsAnswered",)}
-"""What a run consumed of a script, by the steps that show it: LLM replies, permission verdicts, answers."""
+ASKED = {"llm": "CallLlm", "permissions": "RequestPermission", "answers": "SendQuestions"}
+"""What a run consumes of a script (LLM replies, permission verdicts, answers), by the action that asks."""
+WAITING = {"permissions": "WaitingForPermission", "answers": "WaitingForUserInput"}
+"""Where the agent waits for a verdict or answers: a step out of it used one (answered, or withdrawn)."""
 
 AGENT_TOOLS = {
     ASK: ("Ask the user one or more questions and wait for the answers.",
@@ -422,8 +423,7 @@ class VibeworkAgent(Driver):
 
     def used(self) -> dict[str, int]:
         """What this agent consumed of its script so far (a sub-agent's run is not journaled)."""
-        return {kind: sum(1 for c in self.history if c.event in events or set(events) & set(c.actions))
-                for kind, events in ASKED.items()}
+        return {kind: sum(1 for c in self.history if action in c.actions) for kind, action in ASKED.items()}
 
     def _await_sub_agent(self, ctx: ActionContext) -> None:
         if ctx.outcome.vars["interrupted"]:
