@@ -119,12 +119,13 @@ def test_explorer_context_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("machine", "kill_at"), [("explorer-evaluator", 5), ("explorer-evaluator", 14),
                                                  ("explorer-evaluator", 21), ("explorer-evaluator", 40),
-                                                 ("vibework-agent", 12), ("vibework-agent", 33),
-                                                 ("vibework-agent", 58)])
+                                                 ("vibework-agent", 1), ("vibework-agent", 12),
+                                                 ("vibework-agent", 33), ("vibework-agent", 58)])
 def test_an_agent_sigkilled_at_a_boundary_resumes_to_the_same_end(machine: str, kill_at: int, tmp_path: Path) -> None:
-    """Vibework at 33: killed while its sub-agent works, the spawn is rerun on the user's word; at 58:
-    killed while the last input waits for permission, before its scripted interrupt, which the
-    resumed run then delivers (a late verdict would grant the call)."""
+    """Vibework at 1: killed before its first write, the run is started by --resume (said so); at
+    33: killed while its sub-agent works, the spawn is rerun on the user's word; at 58: killed
+    while the last input waits for permission, before its scripted interrupt, which the resumed
+    run then delivers (a late verdict would grant the call)."""
     reference = agentfsm(machine, cwd=fresh(tmp_path / "ref"))
     cwd = fresh(tmp_path / "killed")
     killed = agentfsm(machine, "--store", "j.db", "--kill-at", str(kill_at), cwd=cwd)
@@ -219,3 +220,11 @@ def test_a_withdrawn_permission_request_used_its_scripted_verdict(tmp_path: Path
             await agent.wait_settled()
     run(main())
     assert agent.state() == "Done" and vibework_used(link.run) == {"permissions": 1, "answers": 0, "llm": 1}
+
+
+def test_decisions_for_a_run_the_store_does_not_hold_are_bad_input(tmp_path: Path) -> None:
+    cwd = fresh(tmp_path)
+    killed = agentfsm("vibework-agent", "--store", "j.db", "--kill-at", "1", cwd=cwd)
+    assert killed.returncode == -signal.SIGKILL
+    decided = agentfsm("vibework-agent", "--store", "j.db", "--resume", "--decide", "run/1/0=failed", cwd=cwd)
+    assert decided.returncode == 2 and "nothing to decide" in decided.stderr and not trail(decided.stdout)
