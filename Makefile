@@ -47,7 +47,8 @@ crash: setup
 
 # Crash the agents themselves, not only their tables: each durable agent's demo is played by
 # `agentfsm run --store` children SIGKILLed at write boundaries, resumed and compared.
-AGENT_DEMOS := spec/loom-agent.yaml:examples/loom-demo.yaml spec/explorer-evaluator.yaml:examples/explorer-evaluator-agent.yaml
+AGENT_DEMOS := spec/loom-agent.yaml:examples/loom-demo.yaml spec/explorer-evaluator.yaml:examples/explorer-evaluator-agent.yaml \
+               spec/tool-call.yaml:examples/tool-call-durable.yaml spec/vibework-agent.yaml:examples/vibework-agent-agent.yaml
 crash-agents: setup
 	@printf '%s\n' $(AGENT_DEMOS) | tr ':' ' ' | xargs -P 2 -L 1 sh -c '$(BIN)/agentfsm crash "$$0" --agent-script "$$1" --kill 1'
 

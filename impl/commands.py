@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
                           "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
-    run.add_argument("--llm-timeout", type=float, default=60.0, metavar="SECONDS",
+    run.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                      help="with --openai: give up on a request when the server sends nothing for this long "
                           "(default 60); the table's retries then apply")
     run.add_argument("--max-tool-rounds", type=int, metavar="N",
@@ -78,8 +78,7 @@ def run_run(args: argparse.Namespace) -> int:
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)
-    if args.store is None and (args.resume or args.decide):
-        raise BadInput("--resume and --decide need --store")
+    durable_commands.check_run_options(args)
     if isinstance(script, EventScript):
         durable_commands.check_script(table, script, args.script)
         if args.store is not None:
@@ -97,6 +96,9 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(f"work directory {workdir} does not exist")
     if args.timeout <= 0:
         raise BadInput("--timeout must be positive")
+    if args.openai is None and (args.model or args.llm_timeout is not None):
+        raise BadInput(f"{'--model' if args.model else '--llm-timeout'} applies to --openai, which is not given")
+    args.llm_timeout = 60.0 if args.llm_timeout is None else args.llm_timeout
     if args.llm_timeout <= 0:
         raise BadInput("--llm-timeout must be positive")
     if args.max_tool_rounds is not None:
@@ -114,8 +116,8 @@ def run_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BadInput(str(exc)) from None
     player = PLAYERS.get(table.machine)
-    if player is not None and args.store is not None and table.machine not in DURABLE_PLAYERS:
-        raise BadInput(f"--store: the {table.machine} agent cannot run durably yet; run it without --store")
+    if model is not None and table.machine in SCRIPTED_ONLY:
+        raise BadInput(f"--openai: the {table.machine} agent calls no model (it plays the script's tool calls)")
     if player is not None:
         unknown = sorted(set(script.settings) - SETTINGS_OF[table.machine])
         if unknown:

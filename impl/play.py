@@ -119,11 +119,17 @@ class Durability:
     decisions: Mapping[str, str] = field(default_factory=dict)
 
 
+class Numbering(Conversing, Protocol):
+    """An agent whose inputs can carry event ids (a durable run's)."""
+
+    def send_input(self, text: str, event_id: str | None = None) -> None: ...
+
+
 class NumberedInputs:
     """Sends a script's inputs as events ``input-N`` (from ``first``), so a resumed run knows which
     inputs its journal already holds."""
 
-    def __init__(self, agent: LoomAgent, first: int) -> None:
+    def __init__(self, agent: Numbering, first: int) -> None:
         self.agent = agent
         self.number = first
 

@@ -55,7 +55,7 @@ def test_explorer_evaluator_demo(capsys: pytest.CaptureFixture[str], workdir: Pa
     assert results == ["task 1: Answered: The driver performs: the engine decides, the driver acts.",
                        "task 2: Answered: 3"]
     assert [line["text"] for line in lines if line["kind"] == "violation"] == [
-        "the evaluator may not explore; not run: `view notes.txt`"]
+        "the evaluator may not explore; not run: `view notes.txt`", "the evaluator said 'Let me'; the seed forbids it"]
     assert not any(line["kind"] == "warning" for line in lines)
 
 

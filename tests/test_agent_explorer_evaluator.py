@@ -136,7 +136,8 @@ def test_evaluator_commands_are_a_violation_and_never_run(explorer: Table, repo:
     assert run(loop.ask("q")) == ["Idle", "Exploring", "ExecutingCommands", "Evaluating", "Exploring",
                                   "ExecutingCommands", "Evaluating", "Answered"]
     assert not (repo / "pwned").exists()
-    assert loop.agent.violations == ["$(run touch pwned), `view src/llm.rs`", "$(view src/llm.rs)"]
+    assert loop.agent.violations == ["$(run touch pwned), `view src/llm.rs`", "the evaluator said 'Let me'",
+                                     "$(view src/llm.rs)"]
     assert loop.agent.answer == "Cli"
     assert next(c.actions for c in loop.agent.history if c.event.startswith("Evaluator")) == (
         "RejectEvaluatorCommands", "ApplyMemoryCommands", "CallExplorerLlm_LastOutputs")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
-from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, plan_steps
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent, Notes, plan_steps
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.agents.prompts import FrontendQuestions, ScriptedPermissions, ScriptedQuestions
 from agentfsm.impl.agents.tools import ToolResult
@@ -28,6 +28,7 @@ from agentfsm.impl.driver import Envelope
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.build import load_table_bytes
 from conftest import ROOT, run_cli
@@ -270,6 +271,30 @@ def test_explorer_view_shows_a_files_structure_and_symbols(tmp_path: Path) -> No
     assert run(runner.run(Command("view", "notes.txt"))) == "1: one\n2: two"  # no symbols: its text
 
 
+@pytest.mark.parametrize(("command", "expected"), [
+    ("grep -c o notes.txt | wc -l", "exit status 0\n1\n"),
+    ("cat *.txt && ls sub", "exit status 0\none\ntwo\nx.txt\n"),
+    ("ls sub; wc -l notes.txt", "exit status 0\nx.txt\n2 notes.txt\n"),
+    ("sleep 5 | cat", "error: timed out after 0.5s"),
+    ("cat notes.txt > copy", "error: '>' is not allowed in run (pipes and ; && || only)"),
+    ("cat /etc/passwd", "error: path '/etc/passwd' is outside the work directory"),
+    ("grep --file=../secret x", "error: path '../secret' is outside the work directory"),
+    ("ls .*", "error: '.*' is not allowed in run: it could name a place outside the work directory"),
+    ("cat ~/x", "error: '~/x' is not allowed in run: it could name a place outside the work directory"),
+    ("echo $HOME", "error: no substitutions, variables or escapes in run: write the command plainly"),
+    ("ls | rm notes.txt", "error: rm is not allowed (allowed: ls, cat, grep, wc, sleep, find)"),
+    ("find . -delete", "error: -delete is not allowed in run: exploration only reads"),
+    ("(ls)", "error: '(' is not allowed in run (pipes and ; && || only)")])
+def test_explorer_run_is_a_confined_shell_command(command: str, expected: str, tmp_path: Path) -> None:
+    """'$(run cmd) - shell command': pipelines of allowed programs in the work directory, with a timeout."""
+    (tmp_path / "notes.txt").write_text("one\ntwo\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.txt").write_text("")
+    runner = CommandRunner(tmp_path, timeout=0.5, run_allowed=("ls", "cat", "grep", "wc", "sleep", "find"))
+    assert run(runner.run(Command("run", command))) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "sub"], "nothing was written"
+
+
 @pytest.mark.parametrize(("plan", "reported"), [("1. Find main.rs\n2. Read its structs", False),
                                                 ("- a\n- b\n- c\n- d", False),
                                                 ("Just look around.", True),
@@ -290,16 +315,74 @@ def test_explorer_plan_of_two_to_four_steps_is_checked(plan: str, reported: bool
         [line for line in plan.splitlines() if line[:1] in "-123456789"])
 
 
+@pytest.mark.parametrize(("evaluation", "said"), [("$(answer x)", []), ("Let me think. $(answer x)", ["Let me"]),
+                                                  ("I need to see more; I will wait.", ["I need to", "I will"])])
+def test_explorer_evaluator_phrases_the_seed_forbids_are_reported(evaluation: str, said: list[str],
+                                                                   tmp_path: Path) -> None:
+    """The evaluator 'NEVER say[s] "I need to", "Let me", or "I will"': the reply stands, the slip is reported."""
+    table = load_table(SPEC / "explorer-evaluator.yaml", {"max_turns": 4})
+    notes = Notes()
+    agent = ExplorerEvaluatorAgent(table, ScriptedLlm([[Say("$(view a)")], [Say(evaluation)],
+                                                       [Say("$(view a)")], [Say("$(answer x)")]]),
+                                   config=ExplorerConfig(workdir=tmp_path), narrator=notes)
+
+    async def main() -> None:
+        async with agent:
+            agent.ask("q")
+            await agent.wait_done()
+    run(main())
+    assert agent.answer == "x" and agent.violations == ([f"the evaluator said {', '.join(map(repr, said))}"]
+                                                        if said else [])
+    labels = [text.split(":")[0] for kind, text in notes.notes if kind in ("explorer", "evaluator")]
+    assert labels[:2] == ["[agent-v2] Turn 1/4 (explorer)", "[agent-v2] Turn 2/4 (evaluator)"]
+
+
 # -- the options every agent must honour --------------------------------------------------------
 
 
-@pytest.mark.parametrize("machine", ["vibework-agent", "tool-call"])
-def test_store_is_never_silently_ignored(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+AGENTS = ["loom-agent", "vibework-agent", "explorer-evaluator", "tool-call"]
+WITHOUT_STORE = [["--resume"], ["--decide", "k=failed"], ["--run-id", "x"], ["--lease", "5"]]
+
+
+def _run_agent(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *options: str) -> tuple[int, str]:
     script = tmp_path / "s.yaml"
-    script.write_text(json.dumps({"inputs": ["go"], "replies": ["ok"]}))
+    listing = [{"tool_call": {"name": "list_dir", "arguments": {"path": "."}}}]  # the tool-call runner's one call
+    script.write_text(json.dumps({"inputs": ["go"], "replies": [listing] if machine == "tool-call" else ["ok"]}))
     code, _, err = run_cli(["run", str(SPEC / f"{machine}.yaml"), "--script", str(script), "--workdir",
-                              str(tmp_path), "--store", str(tmp_path / "j.db")], capsys)
-    assert code == 2 and "--store" in err and "Traceback" not in err and not (tmp_path / "j.db").exists()
+                            str(tmp_path), *options], capsys)
+    return code, err
+
+
+@pytest.mark.parametrize("machine", AGENTS)
+def test_store_is_never_silently_ignored(machine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every agent honours --store: its run is in the journal."""
+    code, err = _run_agent(machine, tmp_path, capsys, "--store", str(tmp_path / "j.db"))
+    assert code in (0, 1) and "Traceback" not in err, err
+    store = SqliteStore(tmp_path / "j.db")
+    try:
+        assert store.runs(), "the run was journaled"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("machine", AGENTS)
+@pytest.mark.parametrize("option", WITHOUT_STORE, ids=lambda o: o[0])
+def test_durable_options_without_store_are_bad_input(machine: str, option: list[str], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent(machine, tmp_path, capsys, *option)
+    assert code == 2 and f"{option[0]} needs --store" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("option", [["--model", "m"], ["--llm-timeout", "5"]], ids=lambda o: o[0])
+def test_model_options_without_openai_are_bad_input(option: list[str], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent("loom-agent", tmp_path, capsys, *option)
+    assert code == 2 and f"{option[0]} applies to --openai" in err
+
+
+def test_a_model_is_refused_by_the_agent_that_calls_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_agent("tool-call", tmp_path, capsys, "--openai", "http://localhost:9/v1", "--model", "m")
+    assert code == 2 and "calls no model" in err
 
 
 # -- the table format -----------------------------------------------------------------------------

@@ -100,7 +100,9 @@ class AgentCrash:
     def play(self, where: Path, *argv: str) -> subprocess.CompletedProcess[str]:
         """``agentfsm run ARGV`` in ``where``, in a child forked from this warm process (a fresh
         interpreter would spend most of each child's time importing): the same command line, its
-        own store connection, and with ``--kill-at`` the same real SIGKILL."""
+        own store connection, and with ``--kill-at`` the same real SIGKILL. A child that outlives
+        ``CHILD_TIMEOUT`` (a hang) is killed and ends with exit 124, so the scenario reports it
+        instead of the campaign falling over."""
         args = ["run", self.table, "--script", self.script_path, "--workdir", "w", "--json", "--store", "j.db", *argv]
 
         def child() -> str:
@@ -113,7 +115,7 @@ class AgentCrash:
         try:
             status, text = Forked(child).wait(CHILD_TIMEOUT)
         except ForkTimeout:
-            raise subprocess.TimeoutExpired(args, CHILD_TIMEOUT) from None
+            return subprocess.CompletedProcess(args, 124, "", f"hung: no end within {CHILD_TIMEOUT:g}s")
         if status != 0:  # killed by a signal, or the child raised (its traceback)
             return subprocess.CompletedProcess(args, status, "", text)
         code, out, err = json.loads(text)

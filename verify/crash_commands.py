@@ -9,7 +9,6 @@ import sys
 import time
 from collections.abc import Callable
 
-from agentfsm.impl.agents.play import DURABLE_PLAYERS, PLAYERS
 from agentfsm.impl.script import AgentScript, ScriptError, load_script
 from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
 from agentfsm.verify.crash_agent import AgentCrash
@@ -62,8 +61,6 @@ def run_agent_crash(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if not isinstance(script, AgentScript):
         raise BadInput(f"{args.agent_script}: an event script; --agent-script takes an agent script")
-    if table.machine in PLAYERS and table.machine not in DURABLE_PLAYERS:
-        raise BadInput(f"--agent-script: the {table.machine} agent cannot run durably yet")
     campaign = AgentCrash(args.table, args.agent_script, script, table.machine)
     show = not args.json and sys.stderr.isatty()
 

@@ -3,8 +3,12 @@
 Replies are scanned for ``$(`` with balanced parentheses (an answer may mention
 ``support_for_extension()``); double-quoted text does not count parentheses. Exploration
 commands (``view``, ``text-search``, ``run``) run confined to a work directory: paths
-must stay inside it, ``run`` takes an argument list (``shlex``, never a shell) whose
-program is on an allow list, with a timeout, and every output is capped. The evaluator
+must stay inside it, and every output is capped. ``run`` is the seed's "shell command": a
+``sh -c`` pipeline (``|``, ``&&``, ``||``, ``;``, globs) in the work directory, with a
+timeout that kills the whole pipeline; it is checked before the shell sees it: every
+program is on an allow list, every path-like word stays inside the work directory, and
+nothing the shell would expand into another command or file runs (no ``$``, backquotes,
+redirections, subshells or background jobs; no ``find -exec``). The evaluator
 may not explore: a ``$(view ...)`` from it, or a command written as markdown
 (`` `view file.rs` ``, as the seed's models did), is a protocol violation.
 """
@@ -25,6 +29,8 @@ EXPLORE = ("view", "text-search", "run")
 MEMORY = ("keep", "drop", "note")
 CONCLUDE = ("answer", "done")
 _BACKTICKED = re.compile(r"`(?:view|text-search|run)\s[^`\n]*`")
+SHELL_SEPARATORS = frozenset({"|", "&&", "||", ";"})
+ACTING_OPTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"})
 
 
 @dataclass(frozen=True)
@@ -181,18 +187,47 @@ class CommandRunner:
         return "\n".join(hits) or f"no matches for {pattern!r}"
 
     async def _run(self, argument: str) -> str:
-        argv = _split(argument)
-        if not argv:
-            raise ToolError("usage: run PROGRAM [ARGUMENTS...]")
-        if "*" not in self.run_allowed and argv[0] not in self.run_allowed:
-            raise ToolError(f"{argv[0]} is not allowed (allowed: {', '.join(self.run_allowed)})")
+        space = Workspace(self.workdir)
+        self.check_shell(argument, space)
         try:
-            status, output = await run_process(argv, Workspace(self.workdir).root, self.timeout)
+            status, output = await run_process(["sh", "-c", argument], space.root, self.timeout)
         except TimeoutError:
             raise ToolError(f"timed out after {self.timeout:g}s") from None
-        except FileNotFoundError:
-            raise ToolError(f"command not found: {argv[0]}") from None
         return f"exit status {status}\n{output}"
+
+    def check_shell(self, command: str, space: Workspace) -> None:
+        """Refuse (``ToolError``) a shell command that could leave the work directory or run an
+        unlisted program; what passes is a pipeline of allowed programs over paths inside it."""
+        if "$" in command or "`" in command or "\\" in command:
+            raise ToolError("no substitutions, variables or escapes in run: write the command plainly")
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        try:
+            words = list(lexer)
+        except ValueError as exc:
+            raise ToolError(f"cannot split {command!r}: {exc}") from None
+        program = True
+        for word in words:
+            if word in SHELL_SEPARATORS:
+                program = True
+                continue
+            if word and set(word) <= set("|&;<>()"):
+                raise ToolError(f"{word!r} is not allowed in run (pipes and ; && || only)")
+            if program:
+                if "*" not in self.run_allowed and word not in self.run_allowed:
+                    raise ToolError(f"{word} is not allowed (allowed: {', '.join(self.run_allowed)})")
+                program = False
+            elif word in ACTING_OPTIONS:
+                raise ToolError(f"{word} is not allowed in run: exploration only reads")
+            else:
+                value = word.split("=", 1)[-1]
+                if value.startswith("~") or (value.startswith(".") and set(value) & set("*?[")):
+                    raise ToolError(f"{word!r} is not allowed in run: it could name a place outside the work "
+                                    "directory")
+                if "/" in value or value.startswith(".."):
+                    space.path(value)
+        if program:
+            raise ToolError("usage: run PROGRAM [ARGUMENTS...] [| PROGRAM ...]")
 
 
 def _split(argument: str) -> list[str]:

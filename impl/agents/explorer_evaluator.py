@@ -39,6 +39,14 @@ LLM_CALLS = ("CallPlannerLlm_TaskOnly", "CallExplorerLlm_LastOutputs", "CallExpl
              "CallEvaluatorLlm_WorkingMemory")
 REPLIES = ("ExplorerReplied", "EvaluatorReplied", "EvaluatorAnswered", "EvaluatorDone")
 # The internal actions that only update the context: replayed when a durable run resumes.
+FORBIDDEN_PHRASES = ("I need to", "Let me", "I will")  # the evaluator's prompt rule (seed 001)
+
+
+def turn_label(turn: int, max_turns: int, role: str) -> str:
+    """The seed's turn label: "[agent-v2] Turn N/M (role)"."""
+    return f"[agent-v2] Turn {turn}/{max_turns} ({role})"
+
+
 CONTEXT_ACTIONS = ("RecordPlan", "RecordOutputs", "ApplyMemoryCommands", "RejectEvaluatorCommands", "ReturnAnswer")
 
 Outputs = list[tuple[Command, str]]
@@ -203,6 +211,7 @@ class ExplorerEvaluatorAgent(Driver):
         self.last_remark = ""
         self.answer: str | None = None
         self.violations: list[str] = []
+        self.max_turns = int(table.constants["max_turns"])
         self.requests: list[tuple[str, LlmRequest]] = []  # (action, request): what each call was shown
         self._commands: tuple[Command, ...] = ()  # the explorer's latest commands (what RunCommands runs)
 
@@ -263,7 +272,7 @@ class ExplorerEvaluatorAgent(Driver):
             if not begin_effect(self, pending):
                 return
             text = await self._complete(request)
-            self.narrator.note(role, f"turn {turn}: {json.dumps(text)}")
+            self.narrator.note(role, f"{turn_label(turn, self.max_turns, role)}: {json.dumps(text)}")
             self._feed_reply(activity.feed, feed, text, report(pending, "completed", {"text": text}))
         self.spawn("llm", call)
 
@@ -330,6 +339,7 @@ class ExplorerEvaluatorAgent(Driver):
 
     def _apply_memory(self, ctx: ActionContext) -> None:
         reply: Reply = ctx.envelope.payload
+        self._check_phrases(reply)
         for complaint in self.memory.apply(reply.commands):
             self.narrator.note("memory", complaint)
         self.last_remark = reply.prose
@@ -339,6 +349,15 @@ class ExplorerEvaluatorAgent(Driver):
         found = [f"$({c})" for c in reply.of(EXPLORE)] + reply.markdown_commands
         self.violations.append(", ".join(found))
         self.narrator.note("violation", f"the evaluator may not explore; not run: {', '.join(found)}")
+
+    def _check_phrases(self, reply: Reply) -> None:
+        """The evaluator "NEVER say[s] 'I need to', 'Let me', or 'I will'" (the seed): the reply is kept
+        and the slip reported, as a plan of the wrong length is (every evaluator row applies memory)."""
+        said = [phrase for phrase in FORBIDDEN_PHRASES if phrase.lower() in reply.text.lower()]
+        if said:
+            self.violations.append(f"the evaluator said {', '.join(repr(p) for p in said)}")
+            self.narrator.note("violation", f"the evaluator said {', '.join(repr(p) for p in said)}; the seed "
+                                            "forbids it")
 
     def _return_answer(self, ctx: ActionContext) -> None:
         reply: Reply = ctx.envelope.payload

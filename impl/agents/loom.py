@@ -106,6 +106,19 @@ def response_json(response: LlmResponse | None) -> JSON:
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]}
 
 
+def payload_json(payload: Any) -> JSON:
+    """What a conversational agent journals of an event's payload (a response, a tool's result, text)."""
+    if isinstance(payload, LlmResponse):
+        return response_json(payload)
+    if isinstance(payload, ToolResult):
+        return asdict(payload)
+    if isinstance(payload, TextChunk):
+        return payload.text
+    if isinstance(payload, LlmError):
+        return payload.message
+    return payload if isinstance(payload, str) else None
+
+
 def response_from_json(data: JSON) -> LlmResponse | None:
     if data is None:
         return None
@@ -357,16 +370,7 @@ class LoomAgent(Driver):
     # -- durable runs (``agentfsm.impl.durable.driver.EffectAgent``) ----------------------
 
     def payload_json(self, envelope: Envelope) -> JSON:
-        payload = envelope.payload
-        if isinstance(payload, LlmResponse):
-            return response_json(payload)
-        if isinstance(payload, ToolResult):
-            return asdict(payload)
-        if isinstance(payload, TextChunk):
-            return payload.text
-        if isinstance(payload, LlmError):
-            return payload.message
-        return payload if isinstance(payload, str) else None
+        return payload_json(envelope.payload)
 
     def _payload(self, event: str, data: JSON) -> Any:
         """The payload ``payload_json`` journaled, as the hooks take it."""

@@ -8,7 +8,7 @@ agent shows, and returns 0 when the run completed cleanly, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -24,13 +24,26 @@ from agentfsm.impl.agents.prompts import (
     UserQuestionPrompt,
 )
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
-from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig, vibework_config
+from agentfsm.impl.agents.vibework import WAITING, VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.impl.driver import Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
+from agentfsm.impl.durable.journal import STEP
+from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
-from agentfsm.impl.play import Durability, Reporter, play_turns, report_decisions, report_failures, report_unused
-from agentfsm.impl.script import AgentScript
+from agentfsm.impl.play import (
+    Conversing,
+    Durability,
+    NumberedInputs,
+    Reporter,
+    play_turns,
+    report_decisions,
+    report_failures,
+    report_unused,
+)
+from agentfsm.impl.script import AgentScript, Turn
 from agentfsm.spec import Table
+
+from agentfsm.cliutil import BadInput
 
 
 @dataclass(frozen=True)
@@ -59,18 +72,23 @@ class DurableTask:
         self.run_id = f"{durable.run_id}/{name}"
         self.link: DurableLink | None = None
 
-    def open(self, driver: Driver, agent: EffectAgent, llm: ScriptedLlm, llm_calls: Collection[str]) -> str | None:
-        """None: play the unit; ``"ended"`` or ``"decide"``: do not (already reported)."""
+    def open(self, driver: Driver, agent: EffectAgent, llm: ScriptedLlm | None = None,
+             llm_calls: Collection[str] = (), table_decides: bool = False) -> str | None:
+        """None: play the unit; ``"ended"`` or ``"decide"``: do not (already reported). With
+        ``table_decides`` the unit plays even with decisions open: its table has rows for them."""
         durable = self.durable
         exists = durable.resume and self.run_id in durable.store.runs()
         mine = {k: v for k, v in durable.decisions.items() if k.startswith(self.run_id + "/")}
         link = self.link = DurableLink.open(driver, agent, durable.store, self.run_id, exists, mine)
         run = link.run
         if exists:
-            llm.skip(sum(1 for e in run.st.effects.values() if e.action in llm_calls and e.status == "completed"))
+            if llm is not None:
+                llm.skip(sum(1 for e in run.st.effects.values() if e.action in llm_calls and e.status == "completed"))
             self.reporter.note("resume", f"run {self.run_id} recovered at version {run.version} in {run.state}")
         if run.terminal:
             return "ended"
+        if table_decides:
+            return None
         return "decide" if report_decisions(run, self.reporter) else None
 
     def start(self) -> None:
@@ -127,19 +145,83 @@ def _unused(run: Run, llm: ScriptedLlm) -> None:
         report_unused(llm, run.reporter)
 
 
+def vibework_used(run: DurableRun) -> dict[str, int]:
+    """What a durable vibework run consumed of its script: LLM replies (settled calls), permission
+    verdicts and answers (the steps that took them), with what its sub-agents used."""
+    steps = [r.body for r in run.store.records(run.run_id) if r.kind == STEP]
+    used = {kind: sum(1 for s in steps if s["prev"]["state"] == waiting != s["next"]["state"])
+            for kind, waiting in WAITING.items()}
+    used["llm"] = sum(1 for e in run.st.effects.values() if e.action == "CallLlm" and e.via in ("run", "cancel"))
+    for effect in run.st.effects.values():
+        if effect.action == "ExecuteTool" and isinstance(effect.result, dict):
+            for kind in used:
+                used[kind] += int(effect.result.get(kind, 0))
+    return used
+
+
+def _interrupt_due(run: DurableRun, turns: Sequence[Turn], sent: int) -> float | None:
+    """The scripted interrupt of the last input the journal holds, when no interrupt followed it
+    there (the process died first): the resumed run interrupts after that delay."""
+    delay = turns[sent - 1].interrupt_after if sent else None
+    if delay is None:
+        return None
+    records = run.store.records(run.run_id)
+    at = next(r.seq for r in records if r.body.get("event_id") == f"input-{sent}")
+    return None if any(r.body.get("event") == "Interrupt" for r in records if r.seq > at) else delay
+
+
 async def play_vibework(run: Run) -> int:
-    """Each input once the agent settled (Idle, Done or Error); ``interrupt_after`` interrupts the turn."""
+    """Each input once the agent settled (Idle, Done or Error); ``interrupt_after`` interrupts the turn.
+    Durably, a resumed run skips the inputs, replies, verdicts and answers its journal holds, and
+    stops (1) when a decision is the user's to make."""
     script, reporter = run.script, run.reporter
     llm = ScriptedLlm(script.replies)
-    questions = ScriptedQuestions(script.answers) if script.answers is not None else TerminalPrompt()
+    questions: UserQuestionPrompt = TerminalPrompt()
+    permissions: PermissionPrompt = TerminalPrompt(policy=run.policy)
+    scripted = (ScriptedQuestions(script.answers) if script.answers is not None else None,
+                ScriptedPermissions(script.permissions) if script.permissions is not None else None)
+    questions = scripted[0] or questions
+    permissions = scripted[1] or permissions
     agent = VibeworkAgent(run.table, run.model or llm, config=vibework_config(run.workdir, dict(script.settings),
                                                                                 script.allow),
-                          permissions=_permissions(run), questions=ReportedQuestions(questions, reporter),
-                          display=reporter)
+                          permissions=ReportedPermissions(permissions, reporter),
+                          questions=ReportedQuestions(questions, reporter), display=reporter)
+    link = None
+    turns: Sequence[Turn] = script.inputs
+    speaker: Conversing = agent
+    durable = run.durable
+    if durable is not None:
+        exists = durable.resume and durable.run_id in durable.store.runs()
+        if durable.decisions and not exists:
+            raise BadInput(f"--decide: run {durable.run_id} is not in the store, so it has nothing to decide")
+        if durable.resume and not exists:  # killed before its first write: nothing to recover
+            reporter.note("resume", f"run {durable.run_id} is not in the store (nothing was journaled): starting it")
+        link = DurableLink.open(agent, agent, durable.store, durable.run_id, exists, durable.decisions)
+        if exists:
+            reporter.note("resume", f"run {durable.run_id} recovered at version {link.run.version} in "
+                                    f"{link.run.state}")
+        if report_decisions(link.run, reporter):
+            return 1
+        used = vibework_used(link.run)
+        llm.skip(used["llm"])
+        for prompt, kind in zip(scripted, ("answers", "permissions"), strict=True):
+            if prompt is not None:
+                prompt.skip(used[kind])
+        sent = sum(1 for n in range(1, len(turns) + 1) if f"input-{n}" in link.run.st.events)
+        late = _interrupt_due(link.run, turns, sent)
+        turns, speaker = turns[sent:], NumberedInputs(agent, sent)
     agent.add_listener(reporter.step)
     async with agent:
-        completed = await play_turns(agent, script.inputs, reporter, run.timeout, agent.wait_settled)
+        if link is not None:
+            link.resume()
+            if late is not None and not agent.settled():
+                await asyncio.sleep(late)
+                reporter.note("interrupt", f"after {late:g}s in {agent.state()} (the crash came first)")
+                await agent.interrupt()
+        completed = await play_turns(speaker, turns, reporter, run.timeout, agent.wait_settled)
     failed = report_failures(agent, reporter) or not completed
+    if link is not None and report_decisions(link.run, reporter):
+        failed = True
     _unused(run, llm)
     reporter.note("done", f"final state {agent.state()}, {len(agent.engine.anomalies)} anomalies")
     return 1 if failed else 0
@@ -182,32 +264,55 @@ async def play_explorer(run: Run) -> int:
     return 1 if failed else 0
 
 
+def _approvals_answered(durable: Durability) -> int:
+    """How many scripted permission answers the journaled call runs used (a resumed run skips them)."""
+    prefix = f"{durable.run_id}/call-"
+    return sum(1 for run_id in durable.store.runs() if run_id.startswith(prefix)
+               for record in durable.store.records(run_id)
+               if record.body.get("event") in ("ApprovalGranted", "ApprovalDenied"))
+
+
 async def play_tool_call(run: Run) -> int:
-    """The script's replies are tool calls; each goes through its own tool-call trace."""
+    """The script's replies are tool calls; each goes through its own tool-call trace (durably: each
+    call its own run ``RUN/call-N``; a resumed call continues where its journal ends, and a call
+    that halted for an operator stops the script until ``--decide`` settles it)."""
     script, reporter = run.script, run.reporter
-    permissions = _permissions(run)
+    prompt: PermissionPrompt = TerminalPrompt(policy=run.policy)
+    if script.permissions is not None:
+        scripted = ScriptedPermissions(script.permissions)
+        if run.durable is not None and run.durable.resume:
+            scripted.skip(_approvals_answered(run.durable))
+        prompt = scripted
+    permissions = ReportedPermissions(prompt, reporter)
     failed = False
     for number, call in enumerate(runner_plan(script.replies), 1):
         runner = ToolCallRunner(run.table, run.workdir, permissions, allow=script.allow or (),
                                 settings=dict(script.settings), reporter=reporter, name=f"call-{number}")
-        runner.add_listener(reporter.step)
-        reporter.note("call", f"{call.name} {call.arguments}")
-        try:
-            async with asyncio.timeout(run.timeout):
-                result = await runner.run(call)
-        except TimeoutError:
-            reporter.note("error", f"tool call {number} did not finish within {run.timeout:g}s")
-            failed = True
-            continue
-        first = result.content.splitlines()[0] if result.content else ""
+        runner.call = call
+        task = None if run.durable is None else DurableTask(run.durable, f"call-{number}", reporter)
+        if task is None or task.open(runner, runner, table_decides=True) is None:
+            runner.add_listener(reporter.step)
+            if runner.state() == "Requested":
+                reporter.note("call", f"{call.name} {call.arguments}")
+            try:
+                async with asyncio.timeout(run.timeout):
+                    await runner.run(call, None if task is None else task.link)
+            except TimeoutError:
+                reporter.note("error", f"tool call {number} did not finish within {run.timeout:g}s")
+                failed = True
+                continue
+            failed = report_failures(runner, reporter) or failed
+        content = runner.answer().content
+        first = content.splitlines()[0] if content else ""
         reporter.note("result", f"{call.name}: {runner.state()}: {first}")
-        failed = report_failures(runner, reporter) or failed
+        if task is not None and task.pending():
+            return 1
     return 1 if failed else 0
 
 
 PLAYERS: dict[str, Player] = {"vibework-agent": play_vibework, "explorer-evaluator": play_explorer,
                               "tool-call": play_tool_call}
-DURABLE_PLAYERS = frozenset({"explorer-evaluator"})  # the players that honour ``Run.durable``
+SCRIPTED_ONLY = frozenset({"tool-call"})  # the players that call no model (``Run.model`` does not apply)
 
 # The ``settings`` each player's agent takes (the script's own keys cover the rest).
 _OWN = {"workdir", "allow"}

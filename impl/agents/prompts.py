@@ -81,6 +81,11 @@ class ScriptedPermissions:
         self.verdicts = deque(v if isinstance(v, ScriptedVerdict) else ScriptedVerdict(v) for v in verdicts)
         self.requests: list[PermissionRequest] = []
 
+    def skip(self, count: int) -> None:
+        """Drop the first ``count`` answers (a resumed run's journal already holds them)."""
+        for _ in range(min(count, len(self.verdicts))):
+            self.verdicts.popleft()
+
     async def ask(self, request: PermissionRequest) -> bool:
         self.requests.append(request)
         if not self.verdicts:
@@ -126,6 +131,11 @@ class ScriptedQuestions:
     def __init__(self, answers: Iterable[ScriptedAnswer | Sequence[str]]) -> None:
         self.answers = deque(a if isinstance(a, ScriptedAnswer) else ScriptedAnswer(tuple(a)) for a in answers)
         self.requests: list[QuestionRequest] = []
+
+    def skip(self, count: int) -> None:
+        """Drop the first ``count`` answers (a resumed run's journal already holds them)."""
+        for _ in range(min(count, len(self.answers))):
+            self.answers.popleft()
 
     async def ask(self, request: QuestionRequest) -> tuple[str, ...]:
         self.requests.append(request)

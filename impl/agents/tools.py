@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,16 +117,17 @@ class Workspace:
 
 async def run_process(argv: Sequence[str], cwd: Path, timeout: float,
                       env: Mapping[str, str] | None = None) -> tuple[int, str]:
-    """Run an argument list (no shell); kill it on timeout or cancellation. Returns (status, output)."""
+    """Run an argument list; kill it, with every process it started (its own session), on timeout
+    or cancellation. Returns (status, output)."""
     process = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None)
+        stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True)
     try:
         async with asyncio.timeout(timeout):
             output, _ = await process.communicate()
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
         await asyncio.shield(process.wait())
         raise
     text = output[:MAX_OUTPUT].decode("utf-8", "replace")

@@ -17,18 +17,32 @@ Interrupts are the table's ``Interrupt`` event, delivered only where a row takes
 actions do the work (cancel the stream and keep the partial text, answer the pending
 permission "Interrupted", withdraw the questions). While a tool or sub-agent runs it
 completes first (a sub-agent is interrupted too, so it completes soon).
+
+Run durably (``agentfsm run --store``), the LLM calls and tool executions are journaled
+effects whose outcomes come back with their events, and a resumed agent rebuilds its
+conversation from the journaled payloads. A sub-agent runs inside its parent's
+``ExecuteTool`` effect: its own steps are not journaled, so a crash while it works leaves
+the spawn unknown, a decision for the user like any other tool that may have acted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from agentfsm.impl.agents.loom import INTERRUPTED, Display, Transcript
+from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
+from agentfsm.impl.agents.loom import (
+    INTERRUPTED,
+    Display,
+    Transcript,
+    payload_json,
+    response_from_json,
+    response_json,
+)
 from agentfsm.impl.agents.prompts import (
     PermissionPrompt,
     PermissionRequest,
@@ -39,6 +53,10 @@ from agentfsm.impl.agents.prompts import (
 )
 from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
+from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.journal import JSON, STEP, Record
+from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import (
     LlmClient,
@@ -56,6 +74,16 @@ ASK = "AskUserQuestion"
 FINISH = "complete_task"
 SPAWN = "spawn_agent"
 SETTLED = frozenset({"Idle", "Done", "Error"})  # nothing more happens without new input
+RESPONSES = frozenset({"TextResponse", "ToolUse", "QuestionsAsked", "TaskFinished"})
+RESULTS = frozenset({"ToolCompleted", "ToolFailed", "SubAgentCompleted", "SubAgentFailed", "QuestionsAnswered"})
+# Internal actions that only update the conversation: replayed when a durable run resumes.
+CONTEXT_ACTIONS = frozenset({"AnswerToolDenied", "AnswerToolError", "AnswerToolInterrupted",
+                             "AnswerRemainingToolsInterrupted", "KeepPartialText", "DiscardThinkingAndToolCalls",
+                             "CancelQuestions", "ReportError", "ClearError"})
+ASKED = {"llm": "CallLlm", "permissions": "RequestPermission", "answers": "SendQuestions"}
+"""What a run consumes of a script (LLM replies, permission verdicts, answers), by the action that asks."""
+WAITING = {"permissions": "WaitingForPermission", "answers": "WaitingForUserInput"}
+"""Where the agent waits for a verdict or answers: a step out of it used one (answered, or withdrawn)."""
 
 AGENT_TOOLS = {
     ASK: ("Ask the user one or more questions and wait for the answers.",
@@ -121,9 +149,10 @@ class VibeworkAgent(Driver):
         super().__init__(
             Engine(table), name=name, logger=logger, shutdown_event="Shutdown", idle_states={"Idle"},
             processing_states={"Processing"},
-            actions={"CallLlm": self._call_llm, "RequestPermission": self._request_permission,
-                     "ExecuteTool": self._execute_tool, "AwaitSubAgent": self._await_sub_agent,
-                     "SendQuestions": self._send_questions, "AnswerToolDenied": self._answer_denied,
+            actions={"CallLlm": lambda ctx: self._call_llm(None),
+                     "RequestPermission": lambda ctx: self._request_permission(),
+                     "ExecuteTool": lambda ctx: self._execute_tool(None), "AwaitSubAgent": self._await_sub_agent,
+                     "SendQuestions": lambda ctx: self._send_questions(), "AnswerToolDenied": self._answer_denied,
                      "AnswerToolError": self._answer_error, "AnswerToolInterrupted": self._answer_interrupted,
                      "AnswerRemainingToolsInterrupted": self._answer_remaining,
                      "CancelLlmRequest": lambda ctx: self._cancel("llm"), "KeepPartialText": self._keep_partial,
@@ -161,8 +190,8 @@ class VibeworkAgent(Driver):
         self._request_id = 0
         self._latest: dict[str, Activity] = {}
 
-    def send_input(self, text: str) -> None:
-        self.feed("UserInput", payload=text)
+    def send_input(self, text: str, event_id: str | None = None) -> None:
+        self.feed("UserInput", payload=text, event_id=event_id)
 
     # -- monitoring ----------------------------------------------------------------------
 
@@ -278,29 +307,37 @@ class VibeworkAgent(Driver):
                for name, (text, params) in AGENT_TOOLS.items() if name != SPAWN or self.depth < self.config.max_depth]
         return self.toolbox.schemas() + tuple(own)
 
-    def _call_llm(self, ctx: ActionContext) -> None:
+    def _call_llm(self, pending: Pending | None) -> None:
         request = LlmRequest(tuple(self.conversation), self._schemas())
-        self._start("llm", lambda activity: self._stream(activity, request))
+        self._start("llm", lambda activity: self._stream(activity, request, pending))
 
-    async def _stream(self, activity: Activity, request: LlmRequest) -> None:
+    async def _stream(self, activity: Activity, request: LlmRequest, pending: Pending | None) -> None:
+        if not begin_effect(self, pending):
+            return
         builder = self._partial = ResponseBuilder()
         try:
             response = await complete(self.llm, request, builder)
         except LlmError as exc:
-            activity.feed(self, "LlmFailed", payload=exc.message)
+            activity.feed(self, "LlmFailed", payload=exc.message,
+                          effect=report(pending, "failed", {"error": exc.message}))
             return
+        self._feed_response(activity.feed, response,
+                            report(pending, "completed", {"response": response_json(response)}))
+
+    def _feed_response(self, send: Callable[..., None], response: LlmResponse, effect: Report | None) -> None:
+        """The event an LLM response is: text, questions, the task finished, or a batch of tools."""
         calls = response.tool_calls
         if not calls:
-            activity.feed(self, "TextResponse", payload=response)
+            send(self, "TextResponse", payload=response, effect=effect)
         elif any(call.name == ASK for call in calls):
-            activity.feed(self, "QuestionsAsked", payload=response)
+            send(self, "QuestionsAsked", payload=response, effect=effect)
         elif len(calls) == 1 and calls[0].name == FINISH:
-            activity.feed(self, "TaskFinished", payload=response)
+            send(self, "TaskFinished", payload=response, effect=effect)
         else:
-            activity.feed(self, "ToolUse", payload=response, tools=min(len(calls), self.max_tools),
-                          rule_allows=self._allows(calls[0]))
+            send(self, "ToolUse", payload=response, effect=effect, tools=min(len(calls), self.max_tools),
+                 rule_allows=self._allows(calls[0]))
 
-    def _request_permission(self, ctx: ActionContext) -> None:
+    def _request_permission(self) -> None:
         call = self._current()
         assert call is not None, "RequestPermission with no pending call"
         description = AGENT_TOOLS[call.name][0] if call.name in AGENT_TOOLS else \
@@ -317,41 +354,49 @@ class VibeworkAgent(Driver):
             activity.feed(self, "PermissionGranted" if granted else "PermissionDenied")
         self._start("permission", ask)
 
-    def _execute_tool(self, ctx: ActionContext) -> None:
+    def _execute_tool(self, pending: Pending | None) -> None:
         call = self._current()
         assert call is not None, "ExecuteTool with no pending call"
-        self._start("tool", lambda activity: self._run_tool(activity, call))
+        self._start("tool", lambda activity: self._run_tool(activity, call, pending))
 
-    async def _run_tool(self, activity: Activity, call: ToolCall) -> None:
+    async def _run_tool(self, activity: Activity, call: ToolCall, pending: Pending | None) -> None:
+        if not begin_effect(self, pending):
+            return
         if call.name == SPAWN:
-            await self._run_sub_agent(activity, call)
+            await self._run_sub_agent(activity, call, pending)
             return
         if call.name == FINISH:
             if len(self._unanswered()) == 1:
-                activity.feed(self, "TaskFinished")
+                activity.feed(self, "TaskFinished", effect=report(pending, "completed", {"finished": True}))
             else:
-                activity.feed(self, "ToolCompleted", next_rule_allows=self._next_allowed(), payload=ToolResult(
-                    call.id, call.name, f"ignored: {FINISH} must be the last call of a response"))
+                self._finish_tool(activity, ToolResult(call.id, call.name,
+                                                       f"ignored: {FINISH} must be the last call of a response"),
+                                  pending)
             return
-        self._finish_tool(activity, await self.toolbox.execute(call))
+        self._finish_tool(activity, await self.toolbox.execute(call), pending)
 
-    def _finish_tool(self, activity: Activity, result: ToolResult) -> None:
-        if result.is_error and self.config.tool_errors_fatal:
-            activity.feed(self, "ToolFailed", payload=result)
+    def _finish_tool(self, activity: Activity, result: ToolResult, pending: Pending | None,
+                     used: Mapping[str, int] | None = None) -> None:
+        """Feed a call's result; durably it reports the execution (with what a sub-agent ``used``)."""
+        failed = result.is_error and self.config.tool_errors_fatal
+        effect = report(pending, "failed" if failed else "completed", {"result": asdict(result), **(used or {})})
+        if failed:
+            activity.feed(self, "ToolFailed", payload=result, effect=effect)
         else:
-            activity.feed(self, "ToolCompleted", payload=result, next_rule_allows=self._next_allowed())
+            activity.feed(self, "ToolCompleted", payload=result, effect=effect, next_rule_allows=self._next_allowed())
 
-    async def _run_sub_agent(self, activity: Activity, call: ToolCall) -> None:
+    async def _run_sub_agent(self, activity: Activity, call: ToolCall, pending: Pending | None) -> None:
         try:
             task = json.loads(call.arguments or "{}").get("task")
         except (json.JSONDecodeError, AttributeError):
             task = None
         if not isinstance(task, str) or not task:
-            self._finish_tool(activity, ToolResult(call.id, call.name, "argument 'task' must be a string", True))
+            self._finish_tool(activity, ToolResult(call.id, call.name, "argument 'task' must be a string", True),
+                              pending)
             return
         if self.depth >= self.config.max_depth:
             self._finish_tool(activity, ToolResult(call.id, call.name, "sub-agents may not spawn sub-agents "
-                                                   f"deeper than {self.config.max_depth}", True))
+                                                   f"deeper than {self.config.max_depth}", True), pending)
             return
         child = self.child = VibeworkAgent(
             self.table, self.llm, config=self.config, toolbox=self.toolbox, permissions=self.permissions,
@@ -359,18 +404,26 @@ class VibeworkAgent(Driver):
             name=f"{self.name}/sub{self.depth + 1}", logger=self.log)
         child.start()
         try:
-            activity.feed(self, "SubAgentSpawned", payload=child.session_id)
+            if self.engine.state != "WaitingForSubAgent":  # else a rerun of a spawn the crash cut short
+                activity.feed(self, "SubAgentSpawned", payload=child.session_id)
             child.send_input(task)
             await child.wait_settled()
             outcome, error, answer = child.state(), child.error, child.last_text()
         finally:
             await child.shutdown()
+        used = child.used()
         if outcome == "Error":
-            activity.feed(self, "SubAgentFailed", payload=ToolResult(
-                call.id, call.name, f"sub-agent {child.session_id} failed: {error}", True))
+            result = ToolResult(call.id, call.name, f"sub-agent {child.session_id} failed: {error}", True)
+            activity.feed(self, "SubAgentFailed", payload=result,
+                          effect=report(pending, "failed", {"result": asdict(result), **used}))
         else:
-            activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(),
-                          payload=ToolResult(call.id, call.name, answer or "(the sub-agent gave no answer)"))
+            result = ToolResult(call.id, call.name, answer or "(the sub-agent gave no answer)")
+            activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(), payload=result,
+                          effect=report(pending, "completed", {"result": asdict(result), **used}))
+
+    def used(self) -> dict[str, int]:
+        """What this agent consumed of its script so far (a sub-agent's run is not journaled)."""
+        return {kind: sum(1 for c in self.history if action in c.actions) for kind, action in ASKED.items()}
 
     def _await_sub_agent(self, ctx: ActionContext) -> None:
         if ctx.outcome.vars["interrupted"]:
@@ -381,7 +434,7 @@ class VibeworkAgent(Driver):
         if child is not None and not child.is_done():
             self.spawn("interrupt-sub-agent", lambda activity: child.interrupt())
 
-    def _send_questions(self, ctx: ActionContext) -> None:
+    def _send_questions(self) -> None:
         call = self._current()
         assert call is not None and call.name == ASK
         try:
@@ -417,7 +470,8 @@ class VibeworkAgent(Driver):
             self._answer(call, INTERRUPTED)
 
     def _keep_partial(self, ctx: ActionContext) -> None:
-        partial = self._partial.partial_text()
+        given = ctx.envelope.payload  # the text streamed so far, journaled with the Interrupt
+        partial = given if isinstance(given, str) else self._partial.partial_text()
         if partial:
             self.conversation.append({"role": "assistant", "content": partial})
             self.display.text(partial)
@@ -453,7 +507,7 @@ class VibeworkAgent(Driver):
             return
         if state in ("ExecutingTool", "WaitingForSubAgent") and self.engine.vars["interrupted"]:
             return
-        self.apply(Envelope("Interrupt"))
+        self.apply(Envelope("Interrupt", payload=self._partial.partial_text() or None))
         if state == "WaitingForSubAgent":
             self._interrupt_child()
 
@@ -462,6 +516,95 @@ class VibeworkAgent(Driver):
         its actions answer the calls left and release every activity."""
         if self.engine.state != "Done":
             self.apply(Envelope("Shutdown"))
+
+
+    # -- durable runs (``agentfsm.impl.durable.driver.EffectAgent``) ----------------------
+
+    def payload_json(self, envelope: Envelope) -> JSON:
+        return payload_json(envelope.payload)
+
+    def _payload(self, event: str, data: JSON) -> Any:
+        """The payload ``payload_json`` journaled, as the hooks take it."""
+        if event in RESPONSES:
+            return response_from_json(data)
+        if event in RESULTS:
+            return ToolResult(**data)
+        return data
+
+    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
+        return {}
+
+    def perform(self, effect: Effect, retry: bool) -> None:
+        pending = Pending(effect.key, retry)
+        if effect.action == "CallLlm":
+            self._call_llm(pending)
+        elif effect.action == "ExecuteTool":
+            self._execute_tool(pending)
+        elif effect.action == "CancelLlmRequest":
+            self._cancel_llm(pending)
+        else:
+            raise ValueError(f"the vibework agent has no effect {effect.action!r}")
+
+    def _cancel_llm(self, pending: Pending) -> None:
+        """Stop the stream; the LLM call it cut short has no outcome (settled failed, ``via: cancel``)."""
+        link = self.durability
+        if not begin_effect(self, pending) or not isinstance(link, DurableLink):
+            return
+        self._cancel("llm")
+        run = link.run
+        for effect in list(run.st.effects.values()):
+            if effect.action == "CallLlm" and effect.status == "started":
+                run.settle(effect.key, "failed", {"error": "cancelled"}, "cancel")
+        run.settle(pending.key, "completed", None, "run")
+
+    def status_query(self, call: EffectCall) -> StatusReply | None:
+        return None  # neither the model nor the tools can say what became of an earlier call
+
+    def report_back(self, effect: Effect) -> None:
+        """Feed back an outcome the user decided (an execution or LLM call the crash left unknown)."""
+        if effect.via not in ("user", "status"):
+            return  # settled by the agent itself (a cancelled stream): no event to feed
+        result = effect.result if isinstance(effect.result, dict) else {}
+        outcome: Literal["completed", "failed"] = "completed" if effect.status == "completed" else "failed"
+        settled = Report(effect.key, outcome, effect.result, effect.via)
+        if effect.action == "CallLlm":
+            response = response_from_json(result.get("response"))
+            if response is None:
+                self.feed("LlmFailed", payload=f"the LLM call was settled {outcome} by the {effect.via}, its "
+                          "response is lost", effect=settled)
+            else:
+                self._feed_response(lambda agent, event, **kw: self.feed(event, **kw), response, settled)
+            return
+        call = self._current()
+        if effect.action != "ExecuteTool" or call is None:
+            return
+        data = result.get("result")
+        tool = ToolResult(**data) if isinstance(data, dict) else ToolResult(
+            call.id, call.name, f"(the process stopped while this ran; the {effect.via} settled it as {outcome}, "
+            "its output is lost)", outcome == "failed")
+        spawned = call.name == SPAWN
+        if outcome == "failed":
+            self.feed("SubAgentFailed" if spawned else "ToolFailed", payload=tool, effect=settled)
+        else:
+            self.feed("SubAgentCompleted" if spawned else "ToolCompleted", payload=tool, effect=settled,
+                      next_rule_allows=self._next_allowed())
+
+    def restore(self, records: Sequence[Record]) -> None:
+        """Rebuild the conversation, the batch and its answers from the journal (shown nothing again)."""
+        shown, self.display = self.display, Transcript()
+        try:
+            replay(self, records, self._payload, CONTEXT_ACTIONS)
+        finally:
+            self.display = shown
+        self._request_id = sum(1 for r in records if r.kind == STEP and r.body["status"] == "fired"
+                               and "SendQuestions" in r.body["actions"])
+
+    def resumed(self) -> None:
+        """Ask again what the crash left unanswered: a permission, the user's questions."""
+        if self.engine.state == "WaitingForPermission":
+            self._request_permission()
+        elif self.engine.state == "WaitingForUserInput":
+            self._send_questions()
 
 
 def vibework_config(workdir: Path, settings: dict[str, object], allow: Sequence[str] | None) -> VibeworkConfig:

@@ -49,11 +49,11 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                                                     "a SQLite file path, sqlite:///PATH or postgresql://...")
     run.add_argument("--resume", action="store_true", help="with --store: recover the run after a crash and "
                                                            "continue the script where the journal ends")
-    run.add_argument("--run-id", default="run", metavar="ID", help="the run's id in the store (default: run)")
+    run.add_argument("--run-id", metavar="ID", help="with --store: the run's id in the store (default: run)")
     run.add_argument("--decide", action="append", default=[], metavar="ID=DECISION",
                      help="with --resume: settle a pending decision first: an unknown effect's key with "
                           "completed, failed or rerun; an anomaly with continue (repeatable)")
-    run.add_argument("--lease", type=float, default=15.0, metavar="SECONDS",
+    run.add_argument("--lease", type=float, metavar="SECONDS",
                      help="with --store on SQLite: this process owns the run through a lease it renews every "
                           "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
@@ -130,6 +130,19 @@ class KillAt:
             self.interrupts.append(self.count)
         if self.count == self.at:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """The durable options need ``--store``: without it they would be silently ignored (exit 2);
+    with it, the defaults apply (run id ``run``, a 15 s lease)."""
+    if args.store is None:
+        given = [name for name, value in (("--resume", args.resume), ("--decide", args.decide),
+                                          ("--run-id", args.run_id), ("--lease", args.lease),
+                                          ("--kill-at", args.kill_at)) if value]
+        if given:
+            raise BadInput(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --store")
+    args.run_id = "run" if args.run_id is None else args.run_id
+    args.lease = 15.0 if args.lease is None else args.lease
 
 
 def _open_run_store(args: argparse.Namespace) -> Store:

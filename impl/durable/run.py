@@ -533,11 +533,20 @@ class DurableRun:
                 self._perform(effect)
             return
         if effect.status == "started":
-            entry = Entry(UNKNOWN, {"key": key, "attempt": effect.attempts,
-                                    "reason": "started but not completed before the process stopped"},
-                          self.options.clock())
-            self._append_retrying(entry, lambda: self.st.effects[key].status == "started")
+            self.mark_unknown(key, "started but not completed before the process stopped")
         self._resolve_unknown(key)
+
+    def mark_unknown(self, key: str, reason: str) -> None:
+        """A started effect whose outcome nobody waits for any more (a crash, a timeout): ``unknown``
+        now, so it is a decision (or a status query's) rather than a silent re-run later."""
+        effect = self.st.effects[key]
+        entry = Entry(UNKNOWN, {"key": key, "attempt": effect.attempts, "reason": reason}, self.options.clock())
+        self._append_retrying(entry, lambda: self.st.effects[key].status == "started")
+
+    def settle(self, key: str, outcome: Literal["completed", "failed"], result: JSON, via: str) -> None:
+        """Record the outcome of a started or unknown effect that no event reports (an agent that
+        resolved it otherwise: a keyed retry's outcome is its original's)."""
+        self._complete(key, outcome, result, via)
 
     def _resolve_unknown(self, key: str) -> None:
         """Status query, else (interrupted) settled failed, else idempotent retry with the same key, else
