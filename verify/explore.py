@@ -19,6 +19,10 @@ the compiled guards and updates directly; anything but the plain case (exactly o
 enabled row, a stable target, values in range) still goes through ``step``. The
 differential tests hold both paths to ``step`` on random tables.
 
+Once the queue holds ``LEVEL_MIN`` unexplored configurations (a wide space), the rest
+goes a batch at a time through numpy array operations (``explore_levels``), with the
+same numbering, edges and counts; a narrow, deep space never leaves the scalar loop.
+
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
 edges, which the checks disregard, as an ignored event is no progress). A rejected event leaves the
@@ -30,6 +34,7 @@ rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator
@@ -42,10 +47,14 @@ import numpy.typing as npt
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.verify import explore_levels
+from agentfsm.verify.code_index import CodeIndex, DenseIndex
 from agentfsm.verify.packed import compile_packed
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
+CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
+LEVEL_MIN: int | None = 2048   # unexplored configurations that switch to batches (None: never)
 MEMO_LIMIT = 4096
 NO_EDGE = -1
 STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)
@@ -199,8 +208,9 @@ class Exploration:
         self.table = table
         self.packing = Packing(table)
         self.labels: list[Label] = labels_of(table)
-        self.codes: list[int] = []
-        self.index: dict[int, int] = {}
+        self.codes: list[int] | npt.NDArray[np.int64] = []   # an array once explored in batches
+        self.index: dict[int, int] = {}   # the visited set of the scalar loop ...
+        self.code_index: CodeIndex | DenseIndex | None = None   # ... or of the batches
         self.parent = array("q")
         self.parent_label = array("q")
         self.offsets = array("q", [0])
@@ -225,7 +235,9 @@ class Exploration:
     def code_array(self) -> npt.NDArray[Any]:
         """The codes as a numpy array (int64, or Python ints past 63 bits), made once."""
         cached = self.columns.get("codes")
-        if cached is None:
+        if cached is None and isinstance(self.codes, np.ndarray):
+            cached = self.codes
+        elif cached is None:
             cached = np.array(self.codes, dtype=object if self.packing.all >= 1 << 63 else np.int64)
             self.columns["codes"] = cached
         return cached
@@ -239,14 +251,18 @@ class Exploration:
         return len(self.edge_target)
 
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
-        return self.packing.unpack(self.codes[i])
+        return self.packing.unpack(int(self.codes[i]))
 
     def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
         if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
             return None
         if not self.packing.in_range(values):
             return None
-        return self.index.get(self.packing.pack(state, values))
+        code = self.packing.pack(state, values)
+        if self.code_index is not None:
+            found = int(self.code_index.lookup(np.array([code], dtype=np.int64))[0])
+            return found if found >= 0 else None
+        return self.index.get(code)
 
     def path(self, i: int) -> list[Label]:
         """A shortest event sequence from the initial configuration to configuration ``i``."""
@@ -314,7 +330,8 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
     outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
-    codes, index = ex.codes, ex.index
+    codes: list[int] = []
+    ex.codes, index = codes, ex.index
     parent: list[int] = [-1]
     parent_label: list[int] = [-1]
     offsets: list[int] = [0]
@@ -325,11 +342,12 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
-    i = 0
+    wide = LEVEL_MIN is not None and explore_levels.applicable(table)
+    i = reported = 0
     queue = iter(codes)   # stops for good once it reaches the end: then nothing is left to explore
     while True:
         start = i
-        for code in islice(queue, PROGRESS_EVERY):
+        for code in islice(queue, CHECK_EVERY):
             state = code & smask
             for label, rmask, memo, plan in entries[state]:
                 hit = memo.get(code & rmask)
@@ -363,19 +381,72 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
             i += 1
         if i == start:
             break
-        depth, j = 0, i - 1
-        while j > 0:
-            j, depth = parent[j], depth + 1
-        ex.reached = (len(codes), len(edge_target), depth)
-        if progress is not None:
-            progress(len(codes))
-        if limit is not None and len(codes) > limit:
-            raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})",
-                                   *ex.reached)
-    ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
-    ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
-    ex.stutter = array("q", stutter)
-    _tally(ex, plans, unhandled_labels)
+        if i - reported >= PROGRESS_EVERY or i - start < CHECK_EVERY:
+            reported = i
+            _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
+        if wide and len(codes) - i >= (LEVEL_MIN or 0):
+            break
+    if i < len(codes):
+        ex.index = {}
+        graph = explore_levels.Graph(
+            explore_levels.Grow(codes), explore_levels.Grow(parent), explore_levels.Grow(parent_label),
+            [np.array(offsets, dtype=np.int64)], [np.array(edge_label, dtype=np.int32)],
+            [np.array(edge_target, dtype=np.int64)], [np.array(stutter, dtype=np.int64)], len(edge_target))
+        del codes[:], parent[:], parent_label[:], offsets[:], edge_label[:], edge_target[:], stutter[:]
+
+        def report(count: int, transitions: int, last: int, parents: npt.NDArray[np.int64], finished: bool) -> None:
+            nonlocal reported
+            if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
+                reported = last + 1
+                _report(ex, count, transitions, last, parents, progress, limit)
+
+        levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
+                                       ex.unhandled)
+        ex.code_index = explore_levels.run(levels, i, graph, report)
+        ex.codes = graph.codes.view()
+        ex.parent, ex.parent_label = _typed("q", graph.parent.view()), _typed("q", graph.parent_label.view())
+        ex.offsets, ex.stutter = _typed("q", *graph.offsets), _typed("q", *graph.stutter)
+        ex.edge_label, ex.edge_target = _typed("i", *graph.edge_label), _typed("q", *graph.edge_target)
+    else:
+        ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
+        ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
+        ex.stutter = array("q", stutter)
+    _tally(ex, plans, unhandled_labels, i)
+
+
+def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_levels.Group]]:
+    """The plans for the array path, each with ``_slow`` as its fallback."""
+    table, packing = ex.table, ex.packing
+    groups = []
+    for state, state_plans in enumerate(plans):
+        groups.append([explore_levels.Group(
+            plan.label, plan.params, k,
+            tuple(explore_levels.arm(table, packing, row, direct.keep, direct.add, direct.stable)
+                  for row, direct in zip(table.candidates(state, ex.labels[plan.label][0]), plan.rows, strict=True)),
+            functools.partial(_slow, ex, plan)) for k, plan in enumerate(state_plans)])
+    return groups
+
+
+def _typed(code: str, *parts: npt.NDArray[Any]) -> array[int]:
+    """Numpy chunks as one typed array (``q``: int64, ``i``: int32), as the graph analyses read them."""
+    typed = array(code)
+    for part in parts:
+        flat: npt.NDArray[Any] = np.ascontiguousarray(part, dtype=np.int64 if code == "q" else np.int32)
+        typed.frombytes(flat.data.cast("B"))
+    return typed
+
+
+def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Any,
+            progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
+    depth, j = 0, last
+    while j > 0:
+        j, depth = int(parent[j]), depth + 1
+    ex.reached = (count, transitions, depth)
+    if progress is not None:
+        progress(count)
+    if limit is not None and count > limit:
+        raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})", *ex.reached)
 
 
 def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
@@ -484,11 +555,12 @@ def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
 
 
-def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]]) -> None:
+def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]], scalar: int) -> None:
     """Count how often each memoised outcome was used, after the fact (the hot loop does
     not count): for each (state, label) plan, the configurations of that state up to the
-    switch to the direct path, grouped by memo key. Then fold the counts into row fire
-    counts and the unhandled report."""
+    switch to the direct path or to batches (``scalar``: batches count as they go),
+    grouped by memo key. Then fold the counts into row fire counts and the unhandled
+    report, and count the labels without rows over every configuration."""
     codes = ex.code_array()
     states = codes & ex.packing.state_mask
     in_state = [np.flatnonzero(states == s) for s in range(ex.packing.nstates)]
@@ -496,11 +568,12 @@ def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[lis
     for state, state_plans in enumerate(plans):
         for plan in state_plans:
             which = in_state[state]
-            if plan.direct_from is not None:
-                which = which[: np.searchsorted(which, plan.direct_from)]
+            end = scalar if plan.direct_from is None else min(scalar, plan.direct_from)
+            which = which[: np.searchsorted(which, end)]
+            if not len(which):
+                continue
             if not plan.rmask:
-                if len(which):
-                    hits[plan.outcomes[0]] += len(which)
+                hits[plan.outcomes[0]] += len(which)
                 continue
             keys, counts = np.unique(codes[which] & plan.rmask, return_counts=True)
             for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
