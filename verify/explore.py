@@ -16,7 +16,8 @@ the hot loop is a mask, two dict lookups and two bit operations.
 When a (state, label) reads a variable with a large domain, the memo would miss on
 every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
 the compiled guards and updates directly; anything but the plain case (exactly one
-enabled row, a stable target, values in range) still goes through ``step``. The
+enabled row, a stable target, values in range, no emitted arguments to range-check)
+still goes through ``step``. The
 differential tests hold both paths to ``step`` on random tables.
 
 Once the queue holds ``LEVEL_MIN`` unexplored configurations (a wide space), the rest
@@ -186,6 +187,7 @@ class _Direct:
     add: int
     stable: bool
     updates: tuple[tuple[int, int, int, Callable[[int], Any]], ...]   # (shift, lo, hi, fn of the code)
+    emits_args: bool   # emitted arguments must be range-checked: left to ``step``
 
 
 @dataclass
@@ -381,11 +383,13 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
             i += 1
         if i == start:
             break
-        if i - reported >= PROGRESS_EVERY or i - start < CHECK_EVERY:
+        if i - reported >= PROGRESS_EVERY:
             reported = i
             _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
         if wide and len(codes) - i >= (LEVEL_MIN or 0):
             break
+    if i == len(codes) and reported != i:
+        _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
     if i < len(codes):
         ex.index = {}
         graph = explore_levels.Graph(
@@ -482,7 +486,8 @@ def _compile_row(table: Table, packing: Packing, row: Row, params: tuple[Value, 
         fn = compile_packed(update.expr, packing, params)
         updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, fn))
     guard = None if row.guard is None else compile_packed(row.guard, packing, params)
-    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates))
+    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates),
+                   bool(row.emit_args))
 
 
 def _miss(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int]:
@@ -527,7 +532,7 @@ def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
             if chosen is not None:
                 return _slow(ex, plan, i, state, code)
             chosen = row
-    if chosen is None or not chosen.stable:
+    if chosen is None or not chosen.stable or chosen.emits_args:
         return _slow(ex, plan, i, state, code)
     new = (code & chosen.keep) | chosen.add
     for shift, lo, hi, fn in chosen.updates:
