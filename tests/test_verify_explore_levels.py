@@ -25,6 +25,10 @@ from hypothesis import strategies as st
 from strategies_tables import tables
 from test_verify_differential import tables as differential_tables
 
+WIDE = Path(__file__).parent / "tables" / "wide-counters.yaml"
+BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
+LENIENT = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]   # the fixture only sets module constants
+
 # (LEVEL_MIN, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first configuration
 # on; after a few, from the memo or the direct path; through the hash table.
 SWITCHES = [(0, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES), (3, 2, explore_module.MEMO_LIMIT, 0),
@@ -70,7 +74,7 @@ def assert_same(table: Table) -> Exploration:
 
 
 @pytest.mark.usefixtures("switch")
-@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
 def test_bundled_tables_explore_alike(path: Path) -> None:
     assert_same(load_table(path))
 
@@ -81,14 +85,14 @@ def test_grown_loom_explores_alike() -> None:
 
 
 @pytest.mark.usefixtures("switch")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=LENIENT)
 @given(table=tables())
 def test_random_tables_explore_alike(table: Table) -> None:
     assert_same(table)
 
 
 @pytest.mark.usefixtures("switch")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=LENIENT)
 @given(table=differential_tables())
 def test_random_tables_with_transient_chains_explore_alike(table: Table) -> None:
     assert_same(table)
@@ -126,36 +130,10 @@ def test_errors_from_arguments_ranges_and_overlaps_are_recorded_alike() -> None:
     assert {e.kind for e in ex.errors} == {"bounds", "determinism"}
 
 
-WIDE = """format: 1
-machine: wide
-constants: {{n: {n}}}
-variables:
-  a: {{type: int, min: 0, max: n, init: 0}}
-  b: {{type: int, min: -3, max: n, init: 0}}
-  lit: {{type: bool, init: false}}
-states:
-  Running: {{initial: true}}
-  Held: {{}}
-events:
-  Up: {{}}
-  Down: {{}}
-  Toggle: {{}}
-  Hold: {{}}
-  Release: {{}}
-transitions:
-  - {{from: Running, on: Up, when: a < n, to: Running, set: {{a: a + 1}}}}
-  - {{from: Running, on: Down, when: a > 0 and b < n, to: Running, set: {{a: a - 1, b: b + 1}}}}
-  - {{from: Running, on: Toggle, to: Running, set: {{lit: not lit}}}}
-  - {{from: Running, on: Hold, when: lit and a > b, to: Held}}
-  - {{from: Held, on: Release, to: Running, set: {{b: -3}}}}
-unhandled: {{policy: reject}}
-"""
-
-
 def test_a_wide_table_switches_at_the_default_threshold() -> None:
     """With the shipped threshold a wide space goes to batches (its visited set is the
     batches') and still explores exactly as the scalar loop does."""
-    table = load_table_bytes(WIDE.format(n=60).encode(), "wide.yaml")
+    table = load_table(WIDE)
     ex = explore(table)
     assert ex.code_index is not None
     assert_same(table)

@@ -55,7 +55,7 @@ from agentfsm.verify.packed import compile_packed
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
 CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
-LEVEL_MIN: int | None = 2048   # unexplored configurations that switch to batches (None: never)
+LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
 MEMO_LIMIT = 4096
 NO_EDGE = -1
 STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)

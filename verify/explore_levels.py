@@ -36,7 +36,7 @@ from agentfsm.verify.columns import SAFE, evaluate, magnitude, variable_bound
 Ints = npt.NDArray[np.int64]
 NO_EDGE = -1
 STUTTER = -2
-BATCH = 1 << 16   # configurations per batch at most
+BATCH = 1 << 14   # configurations per batch at most (measured: larger ones leave the caches)
 CELLS = 1 << 21   # and matrix cells (configurations × edge positions)
 
 
