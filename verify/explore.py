@@ -392,10 +392,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
         _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
     if i < len(codes):
         ex.index = {}
-        graph = explore_levels.Graph(
-            explore_levels.Grow(codes), explore_levels.Grow(parent), explore_levels.Grow(parent_label),
-            [np.array(offsets, dtype=np.int64)], [np.array(edge_label, dtype=np.int32)],
-            [np.array(edge_target, dtype=np.int64)], [np.array(stutter, dtype=np.int64)], len(edge_target))
+        graph = explore_levels.Graph(array("q", codes), array("q", parent), array("q", parent_label),
+                                     array("q", offsets), array("i", edge_label), array("q", edge_target),
+                                     array("q", stutter))
         del codes[:], parent[:], parent_label[:], offsets[:], edge_label[:], edge_target[:], stutter[:]
 
         def report(count: int, transitions: int, last: int, parents: npt.NDArray[np.int64], finished: bool) -> None:
@@ -407,10 +406,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
         levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
                                        ex.unhandled)
         ex.code_index = explore_levels.run(levels, i, graph, report)
-        ex.codes = graph.codes.view()
-        ex.parent, ex.parent_label = _typed("q", graph.parent.view()), _typed("q", graph.parent_label.view())
-        ex.offsets, ex.stutter = _typed("q", *graph.offsets), _typed("q", *graph.stutter)
-        ex.edge_label, ex.edge_target = _typed("i", *graph.edge_label), _typed("q", *graph.edge_target)
+        ex.codes = graph.view("codes")
+        ex.parent, ex.parent_label, ex.offsets = graph.parent, graph.parent_label, graph.offsets
+        ex.edge_label, ex.edge_target, ex.stutter = graph.edge_label, graph.edge_target, graph.stutter
     else:
         ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
         ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
@@ -429,15 +427,6 @@ def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_leve
                   for row, direct in zip(table.candidates(state, ex.labels[plan.label][0]), plan.rows, strict=True)),
             functools.partial(_slow, ex, plan)) for k, plan in enumerate(state_plans)])
     return groups
-
-
-def _typed(code: str, *parts: npt.NDArray[Any]) -> array[int]:
-    """Numpy chunks as one typed array (``q``: int64, ``i``: int32), as the graph analyses read them."""
-    typed = array(code)
-    for part in parts:
-        flat: npt.NDArray[Any] = np.ascontiguousarray(part, dtype=np.int64 if code == "q" else np.int32)
-        typed.frombytes(flat.data.cast("B"))
-    return typed
 
 
 def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Any,

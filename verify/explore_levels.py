@@ -21,6 +21,7 @@ tables whose codes or arithmetic could leave 64 bits, go through the scalar fall
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -303,60 +304,52 @@ def _in_first_occurrence_order(codes: Ints, bits: int) -> tuple[Ints, Ints]:
     return ordered[starts][by_position], first[by_position]
 
 
-class Grow:
-    """A growable ``int64`` array (capacity doubles), for the codes and parents."""
-
-    def __init__(self, values: Sequence[int]) -> None:
-        self.data: Ints = np.array(values, dtype=np.int64)
-        self.size = len(self.data)
-
-    def extend(self, values: npt.NDArray[Any]) -> None:
-        need = self.size + len(values)
-        if need > len(self.data):
-            bigger = np.empty(max(need, 2 * len(self.data)), dtype=np.int64)
-            bigger[:self.size] = self.data[:self.size]
-            self.data = bigger
-        self.data[self.size:need] = values
-        self.size = need
-
-    def view(self) -> Ints:
-        return self.data[:self.size]
-
-
 @dataclass
 class Graph:
-    """Everything the scalar loop had built, continued by ``Levels.run``."""
+    """What the scalar loop had built, as the typed arrays the analyses read, continued
+    in place by ``run`` (so no second copy is ever made)."""
 
-    codes: Grow
-    parent: Grow
-    parent_label: Grow
-    offsets: list[npt.NDArray[Any]]
-    edge_label: list[npt.NDArray[Any]]
-    edge_target: list[npt.NDArray[Any]]
-    stutter: list[npt.NDArray[Any]]
-    edges: int
+    codes: array[int]
+    parent: array[int]
+    parent_label: array[int]
+    offsets: array[int]
+    edge_label: array[int]
+    edge_target: array[int]
+    stutter: array[int]
+
+    def view(self, name: str) -> Ints:
+        """A numpy view of one of the int64 arrays (to be dropped before it grows again)."""
+        return np.frombuffer(getattr(self, name), dtype=np.int64)
+
+
+def extend(typed: array[int], values: npt.NDArray[Any]) -> None:
+    """Append numpy values to a typed array (``q``: int64, ``i``: int32)."""
+    flat: npt.NDArray[Any] = np.ascontiguousarray(values, dtype=np.int64 if typed.typecode == "q" else np.int32)
+    typed.frombytes(flat.data.cast("B"))
 
 
 def run(levels: Levels, start: int, graph: Graph,
         report: Callable[[int, int, int, Ints, bool], None]) -> CodeIndex | DenseIndex:
     """Explore from configuration ``start`` on, batch by batch; ``report(configurations,
     transitions, last explored, parents, finished)`` after each batch. Returns the visited set."""
-    index = code_index(levels.packing.all + 1, graph.codes.size)
-    index.insert(graph.codes.view(), np.arange(graph.codes.size, dtype=np.int64))
+    count = len(graph.codes)
+    index = code_index(levels.packing.all + 1, count)
+    index.insert(graph.view("codes").copy(), np.arange(count, dtype=np.int64))
     i = start
-    while i < graph.codes.size:
-        n = min(graph.codes.size - i, BATCH, max(1, CELLS // levels.width))
-        target, states = levels.batch(graph.codes.view()[i:i + n], i)
+    while i < count:
+        n = min(count - i, BATCH, max(1, CELLS // levels.width))
+        target, states = levels.batch(graph.view("codes")[i:i + n].copy(), i)
+        edges = len(graph.edge_target)
         fresh, parents, plabels, degree, targets, labels, stutter = number(index, target, states, levels.labels, i,
-                                                                           graph.codes.size)
-        graph.codes.extend(fresh)
-        graph.parent.extend(parents)
-        graph.parent_label.extend(plabels)
-        graph.offsets.append(graph.edges + np.cumsum(degree))
-        graph.stutter.append(graph.edges + stutter)
-        graph.edge_label.append(labels)
-        graph.edge_target.append(targets)
-        graph.edges += len(targets)
+                                                                           count)
+        extend(graph.codes, fresh)
+        extend(graph.parent, parents)
+        extend(graph.parent_label, plabels)
+        extend(graph.offsets, edges + np.cumsum(degree))
+        extend(graph.stutter, edges + stutter)
+        extend(graph.edge_label, labels)
+        extend(graph.edge_target, targets)
+        count += len(fresh)
         i += n
-        report(graph.codes.size, graph.edges, i - 1, graph.parent.view(), i == graph.codes.size)
+        report(count, len(graph.edge_target), i - 1, graph.view("parent"), i == count)
     return index
