@@ -33,7 +33,6 @@ class DenseIndex:
     """Codes to configuration numbers through an array indexed by the code."""
 
     def __init__(self, span: int) -> None:
-        self.span = span
         self.numbers = np.zeros(span, dtype=np.int32)
 
     def lookup(self, codes: npt.NDArray[Any]) -> Ints:
@@ -49,8 +48,6 @@ class DenseIndex:
 
 class CodeIndex:
     """Codes to configuration numbers; ``lookup`` gives -1 for a code not yet inserted."""
-
-    span = 1 << 63
 
     def __init__(self, expected: int = 0) -> None:
         self.size = 0

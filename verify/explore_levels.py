@@ -254,8 +254,9 @@ class _Columns:
 
 
 def number(index: CodeIndex | DenseIndex, target: Ints, states: Ints, labels: npt.NDArray[np.int32], first: int,
-           count: int) -> tuple[Ints, Ints, Ints, Ints, Ints, npt.NDArray[np.int32], Ints]:
-    """Number a batch's successors (``labels``: by state and edge position): returns the
+           count: int, bits: int) -> tuple[Ints, Ints, Ints, Ints, Ints, npt.NDArray[np.int32], Ints]:
+    """Number a batch's successors (``labels``: by state and edge position; codes of
+    ``bits`` bits; ``count`` configurations numbered before): returns the
     new codes (in number order), their parents and parent labels, then per configuration
     its edge count, the edges' targets and labels (CSR order), and the positions of the
     stutter edges among them."""
@@ -270,38 +271,54 @@ def number(index: CodeIndex | DenseIndex, target: Ints, states: Ints, labels: np
     targets = codes.copy()
     targets[stutter] = first + source[stutter]
     real = np.flatnonzero(codes != STUTTER) if len(stutter) else np.arange(len(codes))
-    found = index.lookup(codes[real])
-    missing = np.flatnonzero(found < 0)
-    fresh, born = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    if len(missing):
-        wanted = real[missing]
-        fresh, at = _in_first_occurrence_order(codes[wanted], (index.span - 1).bit_length())
-        born = wanted[at]
-        index.insert(fresh, count + np.arange(len(fresh)))
-        found[missing] = index.lookup(codes[wanted])
+    if isinstance(index, DenseIndex):   # a lookup is one gather: look every edge up, sort the unseen
+        found = index.lookup(codes[real])
+        missing = np.flatnonzero(found < 0)
+        fresh, born = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        if len(missing):
+            wanted = real[missing]
+            fresh, at, rank = _in_first_occurrence_order(codes[wanted], bits)
+            born = wanted[at]
+            index.insert(fresh, count + np.arange(len(fresh)))
+            found[missing] = count + rank
+    else:   # a lookup probes: sort first, look each distinct code up once
+        distinct, at, rank = _in_first_occurrence_order(codes[real], bits)
+        known = index.lookup(distinct)
+        new = np.flatnonzero(known < 0)
+        known[new] = count + np.arange(len(new))
+        fresh, born = distinct[new], real[at[new]]
+        index.insert(fresh, known[new])
+        found = known[rank]
     targets[real] = found
     return fresh, first + source[born], edge_labels[born].astype(np.int64), degree, targets, edge_labels, stutter
 
 
-def _in_first_occurrence_order(codes: Ints, bits: int) -> tuple[Ints, Ints]:
-    """The distinct codes ordered by first occurrence, and where each first occurs.
+def _in_first_occurrence_order(codes: Ints, bits: int) -> tuple[Ints, Ints, Ints]:
+    """The distinct codes ordered by first occurrence, where each first occurs, and for
+    every code the rank of its distinct code in that order.
 
-    When a code and a position fit in 63 bits together, two plain sorts of packed (code,
+    When a code and a position fit in 63 bits together, plain sorts of packed (code,
     position) keys do it; otherwise an argsort with the least position per code."""
     shift = max(1, (len(codes) - 1).bit_length())
+    low = (1 << shift) - 1
     positions = np.arange(len(codes), dtype=np.int64)
     if bits + shift <= 63:
         keys = np.sort((codes << shift) | positions)
-        ordered = keys >> shift
-        starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-        firsts = np.sort(((keys[starts] & ((1 << shift) - 1)) << bits) | ordered[starts])
-        return firsts & ((1 << bits) - 1), firsts >> bits
-    order = np.argsort(codes)
-    ordered = codes[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
-    first = np.minimum.reduceat(order, starts)
-    by_position = np.argsort(first)
-    return ordered[starts][by_position], first[by_position]
+        ordered, where = keys >> shift, keys & low
+    else:
+        where = np.argsort(codes)
+        ordered = codes[where]
+    starts = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    group = np.cumsum(starts) - 1   # of each sorted code: its distinct code, in code order
+    heads = np.flatnonzero(starts)
+    first = np.minimum.reduceat(where, heads)
+    by_position = np.sort((first << shift) | np.arange(len(heads)))   # distinct codes in first-occurrence order
+    chosen = by_position & low
+    rank = np.empty(len(heads), dtype=np.int64)
+    rank[chosen] = np.arange(len(heads))
+    inverse = np.empty(len(codes), dtype=np.int64)
+    inverse[where] = rank[group]
+    return ordered[heads][chosen], by_position >> shift, inverse
 
 
 @dataclass
@@ -341,7 +358,7 @@ def run(levels: Levels, start: int, graph: Graph,
         target, states = levels.batch(graph.view("codes")[i:i + n].copy(), i)
         edges = len(graph.edge_target)
         fresh, parents, plabels, degree, targets, labels, stutter = number(index, target, states, levels.labels, i,
-                                                                           count)
+                                                                           count, levels.packing.all.bit_length())
         extend(graph.codes, fresh)
         extend(graph.parent, parents)
         extend(graph.parent_label, plabels)
