@@ -155,7 +155,7 @@ def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], dens
 
 
 @settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.integers(0, 40), min_size=1, max_size=200), bits=st.sampled_from([6, 63]))
+@given(codes=st.lists(st.integers(0, 40), max_size=200), bits=st.sampled_from([6, 63]))
 def test_first_occurrences_in_order(codes: list[int], bits: int) -> None:
     """Both ways (packed keys, and the argsort for codes too wide to pack) agree with a dict."""
     fresh, at, rank = explore_levels._in_first_occurrence_order(np.array(codes, dtype=np.int64), bits)

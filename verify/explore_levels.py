@@ -299,6 +299,8 @@ def _in_first_occurrence_order(codes: Ints, bits: int) -> tuple[Ints, Ints, Ints
 
     When a code and a position fit in 63 bits together, plain sorts of packed (code,
     position) keys do it; otherwise an argsort with the least position per code."""
+    if not len(codes):
+        return codes, codes, codes
     shift = max(1, (len(codes) - 1).bit_length())
     low = (1 << shift) - 1
     positions = np.arange(len(codes), dtype=np.int64)
