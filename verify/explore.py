@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -397,11 +397,11 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                                      array("q", stutter))
         del codes[:], parent[:], parent_label[:], offsets[:], edge_label[:], edge_target[:], stutter[:]
 
-        def report(count: int, transitions: int, last: int, parents: npt.NDArray[np.int64], finished: bool) -> None:
+        def report(count: int, transitions: int, last: int, finished: bool) -> None:
             nonlocal reported
             if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
                 reported = last + 1
-                _report(ex, count, transitions, last, parents, progress, limit)
+                _report(ex, count, transitions, last, graph.parent, progress, limit)
 
         levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
                                        ex.unhandled)
@@ -429,12 +429,12 @@ def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_leve
     return groups
 
 
-def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Any,
+def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],
             progress: Callable[[int], None] | None, limit: int | None) -> None:
     """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
     depth, j = 0, last
     while j > 0:
-        j, depth = int(parent[j]), depth + 1
+        j, depth = parent[j], depth + 1
     ex.reached = (count, transitions, depth)
     if progress is not None:
         progress(count)

@@ -348,9 +348,9 @@ def extend(typed: array[int], values: npt.NDArray[Any]) -> None:
 
 
 def run(levels: Levels, start: int, graph: Graph,
-        report: Callable[[int, int, int, Ints, bool], None]) -> CodeIndex | DenseIndex:
+        report: Callable[[int, int, int, bool], None]) -> CodeIndex | DenseIndex:
     """Explore from configuration ``start`` on, batch by batch; ``report(configurations,
-    transitions, last explored, parents, finished)`` after each batch. Returns the visited set."""
+    transitions, last explored, finished)`` after each batch. Returns the visited set."""
     count = len(graph.codes)
     index = code_index(levels.packing.all + 1, count)
     index.insert(graph.view("codes").copy(), np.arange(count, dtype=np.int64))
@@ -370,5 +370,5 @@ def run(levels: Levels, start: int, graph: Graph,
         extend(graph.edge_target, targets)
         count += len(fresh)
         i += n
-        report(count, len(graph.edge_target), i - 1, graph.view("parent"), i == count)
+        report(count, len(graph.edge_target), i - 1, i == count)
     return index
