@@ -9,6 +9,8 @@ counterexample must be equal.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,11 +20,12 @@ from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.verify import code_index, explore_levels
 from agentfsm.verify import explore as explore_module
 from agentfsm.verify.checks import run_checks
-from agentfsm.verify.explore import Exploration, explore
+from agentfsm.verify.explore import Exploration, ExplorationLimit, explore
 from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies_tables import tables
+from test_verify_limits import _limit_memory
 from test_verify_differential import tables as differential_tables
 
 WIDE = Path(__file__).parent / "tables" / "wide-counters.yaml"
@@ -163,3 +166,29 @@ def test_first_occurrences_in_order(codes: list[int], bits: int) -> None:
     assert fresh.tolist() == list(expected)
     assert at.tolist() == list(expected.values())
     assert rank.tolist() == [list(expected).index(c) for c in codes]
+
+
+def test_a_limit_stops_the_batches_with_how_far_they_got() -> None:
+    """Past ``max_configurations`` the batches stop as the scalar loop does: with the
+    configurations found, the transitions and a breadth-first depth, and nothing kept."""
+    table = load_table(WIDE, {"n": 16})
+    with pytest.raises(ExplorationLimit) as stopped:
+        explore(table, max_configurations=5000)
+    reason, found, transitions, depth = (stopped.value.reason, stopped.value.configurations,
+                                         stopped.value.transitions, stopped.value.depth)
+    assert "--max-configurations 5000" in reason
+    assert 5000 < found < 5000 + explore_levels.BATCH * 20
+    complete = explore(table)
+    assert complete.code_index is not None
+    assert 0 < transitions < complete.transitions
+    assert 0 < depth < complete.reached[2]
+
+
+def test_out_of_memory_in_the_batches_is_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agentfsm.cli", "verify", "--set", "n=200", str(WIDE)],
+                          capture_output=True, text=True, preexec_fn=_limit_memory, timeout=600, check=False,
+                          cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert "exploration stopped, out of memory:" in done.stderr
+    assert "configurations and" in done.stderr and "breadth-first depth" in done.stderr

@@ -391,7 +391,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     if i == len(codes) and reported != i:
         _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
     if i < len(codes):
-        ex.index = {}
+        index.clear()   # the batches keep their own visited set
         graph = explore_levels.Graph(array("q", codes), array("q", parent), array("q", parent_label),
                                      array("q", offsets), array("i", edge_label), array("q", edge_target),
                                      array("q", stutter))
