@@ -25,8 +25,8 @@ from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies_tables import tables
-from test_verify_limits import _limit_memory
 from test_verify_differential import tables as differential_tables
+from test_verify_limits import _limit_memory
 
 WIDE = Path(__file__).parent / "tables" / "wide-counters.yaml"
 BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
