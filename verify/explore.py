@@ -344,7 +344,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
-    wide = LEVEL_MIN is not None and explore_levels.applicable(table)
+    wide = LEVEL_MIN is not None and explore_levels.applicable(table, len(ex.labels))
     i = reported = 0
     queue = iter(codes)   # stops for good once it reaches the end: then nothing is left to explore
     while True:

@@ -41,9 +41,12 @@ BATCH = 1 << 14   # configurations per batch at most (measured: larger ones leav
 CELLS = 1 << 21   # and matrix cells (configurations × edge positions)
 
 
-def applicable(table: Table) -> bool:
+def applicable(table: Table, labels: int) -> bool:
     """Whether the array path is exact for this table: codes and every value of every
-    guard, update and emitted argument (operands summed) fit in 64 bits."""
+    guard, update and emitted argument (operands summed) fit in 64 bits; and whether its
+    (state, edge position) label matrix is small (``labels``: event and parameter values)."""
+    if len(table.states) * labels > CELLS:
+        return False
     bits = max(1, (len(table.states) - 1).bit_length()) + sum((v.size - 1).bit_length() for v in table.variables)
     if bits > 63:
         return False
