@@ -403,8 +403,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                 reported = last + 1
                 _report(ex, count, transitions, last, graph.parent, progress, limit)
 
+        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
         levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
-                                       ex.unhandled)
+                                       ex.unhandled, eventless, [s.transient for s in table.states])
         ex.code_index = explore_levels.run(levels, i, graph, report)
         ex.codes = graph.view("codes")
         ex.parent, ex.parent_label, ex.offsets = graph.parent, graph.parent_label, graph.offsets
@@ -418,15 +419,19 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
 
 def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_levels.Group]]:
     """The plans for the array path, each with ``_slow`` as its fallback."""
-    table, packing = ex.table, ex.packing
     groups = []
     for state, state_plans in enumerate(plans):
         groups.append([explore_levels.Group(
             plan.label, plan.params, k,
-            tuple(explore_levels.arm(table, packing, row, direct.keep, direct.add, direct.stable)
-                  for row, direct in zip(table.candidates(state, ex.labels[plan.label][0]), plan.rows, strict=True)),
+            tuple(_arm(ex, row, plan.params) for row in ex.table.candidates(state, ex.labels[plan.label][0])),
             functools.partial(_slow, ex, plan)) for k, plan in enumerate(state_plans)])
     return groups
+
+
+def _arm(ex: Exploration, row: Row, params: tuple[Value, ...]) -> explore_levels.Arm:
+    """``row`` for the array path, with the masks the scalar path compiles."""
+    direct = _compile_row(ex.table, ex.packing, row, params)
+    return explore_levels.arm(ex.table, ex.packing, row, direct.keep, direct.add, direct.stable)
 
 
 def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],

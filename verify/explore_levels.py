@@ -13,8 +13,9 @@ are laid out in a matrix (configuration × edge position) whose row-major order 
 order, so numbering the unseen codes by first occurrence gives the same numbers, parents
 and parent labels, and the non-empty cells come out as the CSR edge list.
 
-Only the plain case is computed with arrays: exactly one enabled row, a stable target,
-updates and emitted arguments in range. Every other (configuration, plan), and whole
+Only the plain case is computed with arrays: exactly one enabled row (then, through
+transient states, one enabled eventless row at each step), updates and emitted arguments
+in range. Every other (configuration, plan), and whole
 tables whose codes or arithmetic could leave 64 bits, go through the scalar fallback
 (``step`` itself), in the scalar loop's order, so errors are recorded alike.
 """
@@ -39,6 +40,7 @@ NO_EDGE = -1
 STUTTER = -2
 BATCH = 1 << 14   # configurations per batch at most (measured: larger ones leave the caches)
 CELLS = 1 << 21   # and matrix cells (configurations × edge positions)
+MAX_CHAIN = 64   # eventless steps settled with arrays; longer chains go to the fallback
 
 
 def applicable(table: Table, labels: int) -> bool:
@@ -115,9 +117,12 @@ class Levels:
     state (edges only under ``ignore``); counts go into ``row_fires`` and ``unhandled``."""
 
     def __init__(self, packing: Packing, groups: list[list[Group]], unhandled_labels: list[list[int]], ignore: bool,
-                 row_fires: dict[int, int], unhandled: dict[tuple[int, int], int]) -> None:
+                 row_fires: dict[int, int], unhandled: dict[tuple[int, int], int],
+                 eventless: dict[int, tuple[Arm, ...]], transient: Sequence[bool]) -> None:
         self.packing = packing
         self.groups = groups
+        self.eventless = eventless   # per transient state, its eventless rows
+        self.transient = np.array(transient, dtype=np.bool_)
         self.unhandled_labels = unhandled_labels
         self.ignore = ignore
         self.row_fires = row_fires
@@ -169,18 +174,52 @@ class Levels:
             mine = np.flatnonzero(on & single) if len(enabled) > 1 else np.flatnonzero(on)
             if not len(mine):
                 continue
-            if not one.plain:
-                slow.append(rows[mine])
-                continue
             new, ok = _successors(one, batch if len(mine) == len(rows) else batch.subset(mine), group.params)
+            chain: list[tuple[int, Ints]] = []
+            if not one.plain:
+                new, ok, chain = self._settle(new, ok)
             good = int(np.count_nonzero(ok))
             self.row_fires[one.index] += good
+            for index, fired in chain:
+                self.row_fires[index] += int(np.count_nonzero(ok[fired]))
             if good == len(ok):
                 target[rows[mine], at] = new
             else:
                 target[rows[mine[ok]], at] = new[ok]
                 slow.append(rows[mine[~ok]])
         return [(part, at, group) for part in slow if len(part)]
+
+    def _settle(self, codes: Ints, ok: npt.NDArray[np.bool_]) -> tuple[Ints, npt.NDArray[np.bool_],
+                                                                       list[tuple[int, Ints]]]:
+        """Follow eventless rows out of transient states (``semantics.settle``) where ``ok``.
+
+        Returns the settled codes, where they are exact, and which eventless row fired
+        where. Anything but one enabled row with values in range, or a chain longer than
+        ``MAX_CHAIN``, is marked not exact: the fallback redoes it with ``step``, which
+        reports the error (a stuck or cyclic transient state included)."""
+        codes, ok = codes.copy(), ok.copy()
+        fired: list[tuple[int, Ints]] = []
+        smask = self.packing.state_mask
+        for _ in range(MAX_CHAIN):
+            moving = np.flatnonzero(ok & self.transient[codes & smask])
+            if not len(moving):
+                return codes, ok, fired
+            for state, part in _by_state(codes[moving] & smask, self.packing.nstates):
+                where = moving[part]
+                arms = self.eventless.get(state, ())
+                batch = _Columns(self.packing, codes[where], state)
+                enabled = [batch.truth(arm.guard, ()) for arm in arms]
+                count = np.sum(enabled, axis=0, dtype=np.int64) if arms else np.zeros(len(where), dtype=np.int64)
+                ok[where[count != 1]] = False
+                for arm, on in zip(arms, enabled, strict=True):
+                    pick = np.flatnonzero(on & (count == 1))
+                    if len(pick):
+                        new, exact = _successors(arm, batch.subset(pick), ())
+                        codes[where[pick]] = new
+                        ok[where[pick]] &= exact
+                        fired.append((arm.index, where[pick]))
+        ok[ok & self.transient[codes & smask]] = False
+        return codes, ok, fired
 
     def _slow(self, slow: list[tuple[Ints, int, Group]], codes: Ints, first: int, target: Ints) -> None:
         """The fallback for the cells the array path left, in the scalar loop's order."""
