@@ -32,17 +32,22 @@ WIDE = Path(__file__).parent / "tables" / "wide-counters.yaml"
 BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
 LENIENT = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]   # the fixture only sets module constants
 
-# (LEVEL_MIN, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first configuration
-# on; after a few, from the memo or the direct path; through the hash table.
-SWITCHES = [(0, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES), (3, 2, explore_module.MEMO_LIMIT, 0),
-            (2, 3, 0, code_index.DENSE_CODES)]
-IDS = ["at-once", "after-memo-hashed", "after-direct"]
+# (LEVEL_MIN, LEVEL_LOW, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first
+# configuration on; after a few, from the memo or the direct path; through the hash table;
+# back and forth between the batches and the scalar loop as the queue narrows and widens.
+SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES),
+            (3, 0, 2, explore_module.MEMO_LIMIT, 0),
+            (2, 0, 3, 0, code_index.DENSE_CODES),
+            (4, 3, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES),
+            (3, 2, 1, 0, 0)]
+IDS = ["at-once", "after-memo-hashed", "after-direct", "back-and-forth", "back-and-forth-direct-hashed"]
 
 
 @pytest.fixture(params=SWITCHES, ids=IDS)
 def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    level_min, check_every, memo_limit, dense = request.param
+    level_min, level_low, check_every, memo_limit, dense = request.param
     monkeypatch.setattr(explore_module, "LEVEL_MIN", level_min)
+    monkeypatch.setattr(explore_module, "LEVEL_LOW", level_low)
     monkeypatch.setattr(explore_module, "CHECK_EVERY", check_every)
     monkeypatch.setattr(explore_module, "MEMO_LIMIT", memo_limit)
     monkeypatch.setattr(code_index, "DENSE_CODES", dense)
@@ -88,14 +93,14 @@ def test_grown_loom_explores_alike() -> None:
 
 
 @pytest.mark.usefixtures("switch")
-@settings(max_examples=60, deadline=None, suppress_health_check=LENIENT)
+@settings(max_examples=40, deadline=None, suppress_health_check=LENIENT)
 @given(table=tables())
 def test_random_tables_explore_alike(table: Table) -> None:
     assert_same(table)
 
 
 @pytest.mark.usefixtures("switch")
-@settings(max_examples=60, deadline=None, suppress_health_check=LENIENT)
+@settings(max_examples=40, deadline=None, suppress_health_check=LENIENT)
 @given(table=differential_tables())
 def test_random_tables_with_transient_chains_explore_alike(table: Table) -> None:
     assert_same(table)

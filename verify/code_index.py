@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 EMPTY = -1
 DENSE_CODES = 1 << 24
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)   # Fibonacci hashing: the top bits of code * 2**64/phi
+GOLDEN = 0x9E3779B97F4A7C15   # Fibonacci hashing: the top bits of code * 2**64/phi, modulo 2**64
 
 Ints = npt.NDArray[np.int64]
 
@@ -45,6 +45,14 @@ class DenseIndex:
         """Add codes that are distinct and absent, with their numbers."""
         self.numbers[codes] = numbers + 1
 
+    def get(self, code: int) -> int | None:
+        """One code's number (the scalar loop's dict interface)."""
+        found = int(self.numbers[code])
+        return found - 1 if found else None
+
+    def __setitem__(self, code: int, number: int) -> None:
+        self.numbers[code] = number + 1
+
 
 class CodeIndex:
     """Codes to configuration numbers; ``lookup`` gives -1 for a code not yet inserted."""
@@ -60,7 +68,7 @@ class CodeIndex:
         self.values: Ints = np.zeros(1 << bits, dtype=np.int64)
 
     def _slots(self, codes: Ints) -> Ints:
-        return ((codes.astype(np.uint64) * _GOLDEN) >> np.uint64(64 - self.bits)).astype(np.int64)
+        return ((codes.astype(np.uint64) * np.uint64(GOLDEN)) >> np.uint64(64 - self.bits)).astype(np.int64)
 
     def lookup(self, codes: npt.NDArray[Any]) -> Ints:
         """The number of each code, or -1 where it is absent."""
@@ -76,6 +84,31 @@ class CodeIndex:
             more = ~hit & (keys != EMPTY)
             pending, wanted, slots = pending[more], wanted[more], (slots[more] + 1) & self.mask
         return found
+
+    def get(self, code: int) -> int | None:
+        """One code's number (the scalar loop's dict interface)."""
+        slot = self._slot(code)
+        while True:
+            key = int(self.keys[slot])
+            if key == code:
+                return int(self.values[slot])
+            if key == EMPTY:
+                return None
+            slot = (slot + 1) & self.mask
+
+    def __setitem__(self, code: int, number: int) -> None:
+        """Add one absent code."""
+        if 2 * (self.size + 1) > len(self.keys):
+            self.insert(np.array([code], dtype=np.int64), np.array([number], dtype=np.int64))
+            return
+        slot = self._slot(code)
+        while int(self.keys[slot]) != EMPTY:
+            slot = (slot + 1) & self.mask
+        self.keys[slot], self.values[slot] = code, number
+        self.size += 1
+
+    def _slot(self, code: int) -> int:
+        return ((code * GOLDEN) & ((1 << 64) - 1)) >> (64 - self.bits)
 
     def insert(self, codes: Ints, numbers: Ints) -> None:
         """Add codes that are distinct and absent, with their numbers."""

@@ -20,9 +20,11 @@ enabled row, a stable target, values in range, no emitted arguments to range-che
 still goes through ``step``. The
 differential tests hold both paths to ``step`` on random tables.
 
-Once the queue holds ``LEVEL_MIN`` unexplored configurations (a wide space), the rest
-goes a batch at a time through numpy array operations (``explore_levels``), with the
-same numbering, edges and counts; a narrow, deep space never leaves the scalar loop.
+While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
+they go a batch at a time through numpy array operations (``explore_levels``), with the
+same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
+then goes on with the batches' visited set and typed arrays. A narrow, deep space never
+leaves the scalar loop and its lists.
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
@@ -38,7 +40,7 @@ from __future__ import annotations
 import functools
 import itertools
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -56,6 +58,7 @@ Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
 CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
 LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
+LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 MEMO_LIMIT = 4096
 NO_EDGE = -1
 STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)
@@ -304,14 +307,8 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
     """Explore breadth-first from the initial configuration; see the module docstring.
 
     Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (checked
-    between chunks, so the count may overshoot by one chunk's successors) or when memory
-    runs out; the partial graph is dropped before raising, so the caller has room to report.
-
-    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
-    unpacked from tuples into locals, the growing ``codes`` list iterated directly (a
-    list iterator sees appended items, so it is the breadth-first queue), edges
-    appended to lists and copied into typed arrays once at the end, and progress
-    reported between chunks rather than tested per configuration."""
+    between chunks or batches, so the count may overshoot by one's successors) or when memory
+    runs out; the partial graph is dropped before raising, so the caller has room to report."""
     ex = Exploration(table)
     try:
         _run(ex, progress, max_configurations)
@@ -325,28 +322,71 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
 
 
 def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """The scalar loop, and past ``LEVEL_MIN`` waiting configurations the batches, back to
+    the scalar loop when fewer than ``LEVEL_LOW`` wait (a wide space's narrow tail)."""
     table = ex.table
     packing = ex.packing
-    smask = packing.state_mask
     plans, unhandled_labels = _plans(table, ex.labels, packing)
     entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
-    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
     codes: list[int] = []
     ex.codes, index = codes, ex.index
-    parent: list[int] = [-1]
-    parent_label: list[int] = [-1]
-    offsets: list[int] = [0]
-    edge_label: list[int] = []
-    edge_target: list[int] = []
-    stutter: list[int] = []
-
+    built: list[MutableSequence[int]] = [codes, [-1], [-1], [0], [], [], []]   # as explore_levels.Graph
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
-    wide = LEVEL_MIN is not None and explore_levels.applicable(table, len(ex.labels))
-    i = reported = 0
-    queue = iter(codes)   # stops for good once it reaches the end: then nothing is left to explore
+    wide = LEVEL_MIN if LEVEL_MIN is not None and explore_levels.applicable(table, len(ex.labels)) else None
+    reported = 0
+    scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
+
+    def report(count: int, transitions: int, last: int, finished: bool) -> None:
+        nonlocal reported
+        if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
+            reported = last + 1
+            _report(ex, count, transitions, last, built[1], progress, limit)
+
+    i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
+    scalar.append((0, i))
+    if i < len(codes):
+        graph = explore_levels.Graph(*(array("i" if k == 4 else "q", part) for k, part in enumerate(built)))
+        for part in built:
+            del part[:]
+        built[:] = [graph.codes, graph.parent, graph.parent_label, graph.offsets, graph.edge_label,
+                    graph.edge_target, graph.stutter]
+        index.clear()   # the batches keep their own visited set, which the scalar loop then shares
+        visited = explore_levels.visited_set(packing, graph)
+        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
+        levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
+                                       ex.unhandled, eventless, [s.transient for s in table.states])
+        while i < len(graph.codes):
+            i = explore_levels.run(levels, i, graph, visited, report, LEVEL_LOW)
+            if i < len(graph.codes):
+                start = i
+                i = _scalar(ex, entries, unhandled_labels, ignore, visited, built, i, wide, report)
+                scalar.append((start, i))
+        ex.code_index = visited
+        ex.codes = graph.view("codes")
+    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = (
+        part if isinstance(part, array) else array("i" if k == 3 else "q", part) for k, part in enumerate(built[1:]))
+    _tally(ex, plans, unhandled_labels, scalar)
+
+
+def _scalar(ex: Exploration, entries: list[list[tuple[int, int, dict[int, tuple[int, int]], _Plan]]],
+            unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
+            built: list[MutableSequence[int]], i: int, wide: int | None,
+            report: Callable[[int, int, int, bool], None]) -> int:
+    """Explore from configuration ``i`` until nothing is left or (``wide``) that many wait;
+    return where it stopped.
+
+    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
+    unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
+    sees appended items, so it is the breadth-first queue), edges appended to lists (typed
+    arrays once the batches have run) and progress reported between chunks rather than
+    tested per configuration."""
+    codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
+    smask = ex.packing.state_mask
+    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
+    queue = islice(codes, i, None)   # stops for good once it reaches the end: then nothing is left to explore
     while True:
         start = i
         for code in islice(queue, CHECK_EVERY):
@@ -381,40 +421,12 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                     edge_target.append(i)
             offsets.append(len(edge_target))
             i += 1
-        if i == start:
+        if i == start or (wide is not None and len(codes) - i >= wide):
             break
-        if i - reported >= PROGRESS_EVERY:
-            reported = i
-            _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
-        if wide and len(codes) - i >= (LEVEL_MIN or 0):
-            break
-    if i == len(codes) and reported != i:
-        _report(ex, len(codes), len(edge_target), i - 1, parent, progress, limit)
-    if i < len(codes):
-        index.clear()   # the batches keep their own visited set
-        graph = explore_levels.Graph(array("q", codes), array("q", parent), array("q", parent_label),
-                                     array("q", offsets), array("i", edge_label), array("q", edge_target),
-                                     array("q", stutter))
-        del codes[:], parent[:], parent_label[:], offsets[:], edge_label[:], edge_target[:], stutter[:]
-
-        def report(count: int, transitions: int, last: int, finished: bool) -> None:
-            nonlocal reported
-            if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
-                reported = last + 1
-                _report(ex, count, transitions, last, graph.parent, progress, limit)
-
-        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
-        levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
-                                       ex.unhandled, eventless, [s.transient for s in table.states])
-        ex.code_index = explore_levels.run(levels, i, graph, report)
-        ex.codes = graph.view("codes")
-        ex.parent, ex.parent_label, ex.offsets = graph.parent, graph.parent_label, graph.offsets
-        ex.edge_label, ex.edge_target, ex.stutter = graph.edge_label, graph.edge_target, graph.stutter
-    else:
-        ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
-        ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
-        ex.stutter = array("q", stutter)
-    _tally(ex, plans, unhandled_labels, i)
+        report(len(codes), len(edge_target), i - 1, i == len(codes))
+    if i == len(codes):
+        report(len(codes), len(edge_target), i - 1, True)
+    return i
 
 
 def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_levels.Group]]:
@@ -554,21 +566,27 @@ def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
 
 
-def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]], scalar: int) -> None:
+def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]],
+           scalar: list[tuple[int, int]]) -> None:
     """Count how often each memoised outcome was used, after the fact (the hot loop does
-    not count): for each (state, label) plan, the configurations of that state up to the
-    switch to the direct path or to batches (``scalar``: batches count as they go),
-    grouped by memo key. Then fold the counts into row fire counts and the unhandled
-    report, and count the labels without rows over every configuration."""
+    not count): for each (state, label) plan, the configurations of that state the scalar
+    loop explored (the ``scalar`` ranges: batches count as they go) up to the plan's
+    switch to the direct path, grouped by memo key. Then fold the counts into row fire
+    counts and the unhandled report, and count the labels without rows over every
+    configuration."""
     codes = ex.code_array()
     states = codes & ex.packing.state_mask
     in_state = [np.flatnonzero(states == s) for s in range(ex.packing.nstates)]
+    looped = np.zeros(ex.count, dtype=np.bool_)
+    for a, b in scalar:
+        looped[a:b] = True
     hits = ex._hits
     for state, state_plans in enumerate(plans):
         for plan in state_plans:
             which = in_state[state]
-            end = scalar if plan.direct_from is None else min(scalar, plan.direct_from)
-            which = which[: np.searchsorted(which, end)]
+            if plan.direct_from is not None:
+                which = which[: np.searchsorted(which, plan.direct_from)]
+            which = which[looped[which]]
             if not len(which):
                 continue
             if not plan.rmask:

@@ -389,13 +389,19 @@ def extend(typed: array[int], values: npt.NDArray[Any]) -> None:
     typed.frombytes(flat.data.cast("B"))
 
 
-def run(levels: Levels, start: int, graph: Graph,
-        report: Callable[[int, int, int, bool], None]) -> CodeIndex | DenseIndex:
-    """Explore from configuration ``start`` on, batch by batch; ``report(configurations,
-    transitions, last explored, finished)`` after each batch. Returns the visited set."""
+def visited_set(packing: Packing, graph: Graph) -> CodeIndex | DenseIndex:
+    """The batches' visited set, holding every code found so far."""
+    index = code_index(packing.all + 1, len(graph.codes))
+    index.insert(graph.view("codes").copy(), np.arange(len(graph.codes), dtype=np.int64))
+    return index
+
+
+def run(levels: Levels, start: int, graph: Graph, index: CodeIndex | DenseIndex,
+        report: Callable[[int, int, int, bool], None], low: int) -> int:
+    """Explore from configuration ``start`` on, batch by batch, until nothing is left or
+    fewer than ``low`` wait; ``report(configurations, transitions, last explored,
+    finished)`` after each batch. Returns where it stopped."""
     count = len(graph.codes)
-    index = code_index(levels.packing.all + 1, count)
-    index.insert(graph.view("codes").copy(), np.arange(count, dtype=np.int64))
     i = start
     while i < count:
         n = min(count - i, BATCH, max(1, CELLS // levels.width))
@@ -413,4 +419,6 @@ def run(levels: Levels, start: int, graph: Graph,
         count += len(fresh)
         i += n
         report(count, len(graph.edge_target), i - 1, i == count)
-    return index
+        if count - i < low:
+            break
+    return i
