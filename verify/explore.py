@@ -52,6 +52,7 @@ from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.verify import explore_levels
 from agentfsm.verify.code_index import CodeIndex, DenseIndex
+from agentfsm.verify.explore_levels import NO_EDGE, STUTTER
 from agentfsm.verify.packed import compile_packed
 
 Label = tuple[str, tuple[Value, ...]]
@@ -60,8 +61,6 @@ CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
 LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
 LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 MEMO_LIMIT = 4096
-NO_EDGE = -1
-STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)
 
 
 @dataclass(frozen=True)

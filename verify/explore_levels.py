@@ -15,9 +15,9 @@ and parent labels, and the non-empty cells come out as the CSR edge list.
 
 Only the plain case is computed with arrays: exactly one enabled row (then, through
 transient states, one enabled eventless row at each step), updates and emitted arguments
-in range. Every other (configuration, plan), and whole
-tables whose codes or arithmetic could leave 64 bits, go through the scalar fallback
-(``step`` itself), in the scalar loop's order, so errors are recorded alike.
+in range. Every other (configuration, plan), and whole tables whose codes or arithmetic
+could leave 64 bits, go through the scalar fallback (``step`` itself), in the scalar
+loop's order, so errors are recorded alike.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from agentfsm.verify.code_index import CodeIndex, DenseIndex, code_index
 from agentfsm.verify.columns import SAFE, evaluate, magnitude, variable_bound
 
 Ints = npt.NDArray[np.int64]
-NO_EDGE = -1
-STUTTER = -2
+NO_EDGE = -1   # what a step gives instead of a successor code: no edge, ...
+STUTTER = -2   # ... or an ignored event's self-loop (the scalar fallback returns these too)
 BATCH = 1 << 14   # configurations per batch at most (measured: larger ones leave the caches)
 CELLS = 1 << 21   # and matrix cells (configurations × edge positions)
 MAX_CHAIN = 64   # eventless steps settled with arrays; longer chains go to the fallback
