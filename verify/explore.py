@@ -17,8 +17,8 @@ When a (state, label) reads a variable with a large domain, the memo would miss 
 every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
 the compiled guards and updates directly; anything but the plain case (exactly one
 enabled row, a stable target, values in range, no emitted arguments to range-check)
-still goes through ``step``. The
-differential tests hold both paths to ``step`` on random tables.
+still goes through ``step``. The differential tests hold both paths to ``step`` on
+random tables.
 
 While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
 they go a batch at a time through numpy array operations (``explore_levels``), with the
@@ -312,10 +312,10 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
     try:
         _run(ex, progress, max_configurations)
     except ExplorationLimit:
-        ex.codes, ex.index = [], {}
+        ex.codes, ex.index, ex.code_index = [], {}, None
         raise
     except MemoryError:
-        ex.codes, ex.index = [], {}
+        ex.codes, ex.index, ex.code_index = [], {}, None
         raise ExplorationLimit("out of memory", *ex.reached) from None
     return ex
 
