@@ -1,26 +1,44 @@
-"""Explorer throughput on the grown Loom table, beside Spin on the exported model (same run).
+"""Explorer throughput beside Spin on the exported model (same run): a narrow and a wide series.
 
-Grows ``max_retries`` with ``--set`` (the Loom space is linear in it: about three
-configurations per retry value) up to about a million configurations, and prints for
-each size: configurations/s of the explorer, the time of each phase (exploration, each
-kind of check), Spin's search time without partial-order reduction (``-DNOREDUCE``) and
-with its default reduction, Spin's end-to-end time (spin -a, gcc, pan), and the ratios.
-Usage: ``make bench`` or ``.venv/bin/python bench/explore_vs_spin.py [--max 1000000]``.
+Narrow: grows the Loom table's ``max_retries`` with ``--set`` (the Loom space is linear
+in it: about three configurations per retry value) up to about a million configurations,
+and prints for each size: configurations/s of the explorer, the time of each phase
+(exploration, each kind of check), Spin's search time without partial-order reduction
+(``-DNOREDUCE``) and with its default reduction, Spin's end-to-end time (spin -a, gcc,
+pan), and the ratios.
+
+Wide: grows ``n`` of tests/tables/wide-counters.yaml (a product of bounded counters with
+coupling guards, many configurations per breadth-first level) to about 0.5 and 2 million
+configurations. Each size runs in a fresh interpreter (``--one N``) so that its peak
+resident memory is its own; it prints the exploration in batches (the shipped explorer),
+the scalar loop alone for comparison, verify end to end, peak memory, and Spin's
+``-DNOREDUCE`` search, end to end and memory (pan's "total actual memory usage") with
+the ratios. Usage: ``make bench`` or ``.venv/bin/python bench/explore_vs_spin.py
+[--max 1000000] [--wide 2000000]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from agentfsm.spec import load_table
-from agentfsm.verify import spin
+from agentfsm.verify import explore as explore_module
+from agentfsm.verify import explore_levels, spin
 from agentfsm.verify.checks import Verdict, run_checks
 from agentfsm.verify.explore import explore
 
-LOOM = Path(__file__).resolve().parent.parent / "spec" / "loom-agent.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+LOOM = ROOT / "spec" / "loom-agent.yaml"
+WIDE = ROOT / "tests" / "tables" / "wide-counters.yaml"
+WIDE_SIZES = {500_000: 34, 2_000_000: 54}   # about that many configurations: n
 PHASES = ("invariant", "always-reachable", "no-cycle-within")
 
 
@@ -32,12 +50,9 @@ def phases(verdict: Verdict) -> dict[str, float]:
     return spent
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--max", type=int, default=1_000_000, help="largest configuration count (about)")
-    args = parser.parse_args()
-    sizes = [n for n in (30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= args.max]
-    have_spin = spin.available()
+def narrow(largest: int, have_spin: bool) -> None:
+    sizes = [n for n in (30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= largest]
+    print("narrow: the Loom table grown (about three configurations per breadth-first level)")
     print(f"{'configs':>9} {'explore':>7} {'conf/s':>9} {'invar':>6} {'reach':>6} {'cycle':>6} {'other':>6} "
           f"{'verify':>7} | {'spin NR':>7} {'spin PO':>7} {'spin e2e':>8} | {'x NR':>5} {'x PO':>5} {'x e2e':>5}")
     for size in sizes:
@@ -63,7 +78,112 @@ def main() -> None:
     print("explore: the explorer alone; invar/reach/cycle/other: the checks by kind; verify: explore + every check.\n"
           "spin NR: pan's exhaustive search with -DNOREDUCE; spin PO: with its default partial-order reduction;\n"
           "spin e2e: spin -a + gcc -O2 + pan (NOREDUCE). x NR, x PO = explore / spin search; "
-          "x e2e = verify / spin e2e (below 1: agentfsm is faster).")
+          "x e2e = verify / spin e2e (below 1: agentfsm is faster).\n")
+
+
+def peak_memory() -> int:
+    """This process's peak resident memory in bytes: VmHWM, which (unlike ``ru_maxrss``, kept
+    across exec) starts afresh in a new program."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def one(n: int, scalar: bool) -> None:
+    """One wide size in this (fresh) process: print its figures as JSON."""
+    table = load_table(WIDE, {"n": n})
+    if scalar:
+        explore_module.LEVEL_MIN = None
+    start, cpu = time.perf_counter(), time.process_time()
+    ex = explore(table)
+    explored, cpu = time.perf_counter() - start, time.process_time() - cpu
+    explore_peak = peak_memory()
+    ok = True if scalar else run_checks(ex).ok
+    total = time.perf_counter() - start
+    peak = peak_memory()
+    print(json.dumps({"configurations": ex.count, "transitions": ex.transitions, "explore": explored, "cpu": cpu,
+                      "verify": total, "explore_peak": explore_peak, "peak": peak, "ok": ok}))
+
+
+def measured(n: int, scalar: bool = False) -> dict[str, float]:
+    args = [sys.executable, __file__, "--one", str(n)] + (["--scalar"] if scalar else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    result: dict[str, float] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def wide(largest: int, have_spin: bool) -> None:
+    print("wide: tests/tables/wide-counters.yaml grown (a product of bounded counters, coupling guards)")
+    print(f"{'configs':>9} {'transitions':>11} {'explore':>7} {'cpu':>5} {'conf/s':>9} {'scalar':>6} {'verify':>6} "
+          f"{'MB ex':>5} {'MB all':>6} | {'spin NR':>7} {'cpu':>5} {'e2e':>5} {'MB':>4} | {'x NR':>5} {'x cpu':>5} "
+          f"{'x e2e':>5} {'x MB':>5} {'x scalar':>8}")
+    for size, n in WIDE_SIZES.items():
+        if size > largest:
+            continue
+        ours = measured(n)
+        old = measured(n, scalar=True)
+        assert ours["ok"] and ours["configurations"] == old["configurations"]
+        count = int(ours["configurations"])
+        row = (f"{count:>9,} {int(ours['transitions']):>11,} {ours['explore']:>7.2f} {ours['cpu']:>5.2f} "
+               f"{count / ours['explore']:>9,.0f} {old['explore']:>6.2f} {ours['verify']:>6.2f} "
+               f"{ours['explore_peak'] / 1e6:>5,.0f} {ours['peak'] / 1e6:>6,.0f}")
+        if have_spin:
+            with tempfile.TemporaryDirectory() as tmp:
+                plain = spin.run_spin(load_table(WIDE, {"n": n}), Path(tmp), depth=count + 1000)
+            assert plain.states == count, (plain.states, count)
+            memory = re.search(r"([\d.]+)\s+total actual memory usage", plain.output)
+            spin_mb = float(memory.group(1)) * 1.048576 if memory else float("nan")   # pan's "Megabytes" are MiB
+            row += (f" | {plain.search_s:>7.2f} {plain.search_cpu_s:>5.2f} {plain.total_s:>5.2f} {spin_mb:>4,.0f}"
+                    f" | {ours['explore'] / plain.search_s:>5.2f} {ours['cpu'] / plain.search_cpu_s:>5.2f}"
+                    f" {ours['verify'] / plain.total_s:>5.2f} {ours['explore_peak'] / 1e6 / spin_mb:>5.2f}"
+                    f" {old['explore'] / ours['explore']:>8.1f}")
+        print(row, flush=True)
+    print("explore: the explorer as shipped (batches once the queue is wide), wall and CPU seconds; scalar: the\n"
+          "scalar loop alone;\n"
+          "verify: explore + every check; MB ex, MB all: peak resident memory of the process (a fresh interpreter,\n"
+          "numpy included) after exploring, after every check. spin NR: pan's search with -DNOREDUCE, wall and CPU;\n"
+          "e2e: spin -a + gcc -O2 + pan; MB: pan's total memory. x NR = explore / spin search (wall), x cpu the\n"
+          "same in CPU seconds, x e2e = verify / spin e2e, x MB = MB ex / pan's (below 1: agentfsm is better);\n"
+          "x scalar = scalar / explore.")
+
+
+def threshold() -> None:
+    """Where batches start to pay: microseconds per configuration of the scalar loop and of
+    batches of a fixed size, on a wide table (the basis of ``explore.LEVEL_MIN``)."""
+    table = load_table(WIDE, {"n": 16})
+    saved = explore_module.LEVEL_MIN, explore_levels.BATCH
+    costs = []
+    try:
+        for size in (None, 64, 128, 256, 512, 1024, 4096, 16384):
+            explore_module.LEVEL_MIN = None if size is None else 0
+            explore_levels.BATCH = size or saved[1]
+            best = float("inf")
+            for _ in range(3):
+                start = time.process_time()
+                ex = explore(table)
+                best = min(best, time.process_time() - start)
+            costs.append(f"{'scalar' if size is None else size}: {best / ex.count * 1e6:.1f}")
+    finally:
+        explore_module.LEVEL_MIN, explore_levels.BATCH = saved
+    print(f"threshold: CPU microseconds per configuration on wide-counters (n=16, {ex.count:,} configurations), "
+          "the scalar loop and batches of a given size:\n  " + ", ".join(costs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--max", type=int, default=1_000_000, help="largest narrow configuration count (about)")
+    parser.add_argument("--wide", type=int, default=2_000_000, help="largest wide configuration count (about)")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
+    parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        one(args.one, args.scalar)
+        return
+    have_spin = spin.available()
+    narrow(args.max, have_spin)
+    wide(args.wide, have_spin)
+    threshold()
 
 
 if __name__ == "__main__":

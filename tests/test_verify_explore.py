@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentfsm.spec import Table, load_table
+from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.spec.semantics import SemanticError, step
+from agentfsm.verify import explore as explore_module
 from agentfsm.verify.explore import explore
 from conftest import SPEC, TABLES
 
@@ -62,3 +63,24 @@ def test_row_fire_counts_sum_over_edges(loom: Table) -> None:
     ex = explore(loom)
     assert sum(ex.row_fires.values()) == sum(
         len(step(loom, *ex.config(i), *ex.labels[k]).rows) for i in range(ex.count) for k, _ in ex.edges(i))
+
+
+def test_direct_path_refuses_emitted_arguments_out_of_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the batch explorer's comparison: the direct path fired rows whose emitted
+    argument lay outside the action parameter's range, where ``step`` reports bounds."""
+    monkeypatch.setattr(explore_module, "MEMO_LIMIT", 0)
+    table = load_table_bytes(b"""format: 1
+machine: emitting
+variables:
+  n: {type: int, min: 0, max: 6, init: 0}
+states:
+  A: {initial: true}
+events:
+  Go: {params: {k: {type: int, min: 0, max: 3}}}
+actions:
+  Tell: {params: {m: {type: int, min: 0, max: 4}}}
+transitions:
+  - {from: A, on: Go, when: n + k <= 6, to: A, set: {n: n + k}, emit: [{action: Tell, args: {m: n + k - 1}}]}
+unhandled: {policy: reject}
+""", "emitting.yaml")
+    assert_agrees_with_step(table)

@@ -7,19 +7,22 @@ handful of array operations instead of a million closure calls. The expression l
 (``+``, ``-``, comparisons, ``and``/``or``/``not``, ``state in (...)``) has no division or
 side effects, so evaluating both sides of ``and``/``or`` eagerly gives Python's result.
 Codes wider than 63 bits, or values that could overflow 64-bit arithmetic, use object
-arrays of Python ints: the same operations, slower, exact.
+arrays of Python ints: the same operations, slower, exact. The level-at-a-time explorer
+evaluates guards and updates with the same ``evaluate``, over one batch's columns.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from agentfsm.spec.expr import MAX_NODES, Binary, Expr, InStates, Lit, Ref, Unary
-from agentfsm.verify.explore import Exploration
+
+if TYPE_CHECKING:
+    from agentfsm.verify.explore import Exploration
 
 Column = npt.NDArray[Any]
 SAFE = (1 << 63) // MAX_NODES   # below it, no sum of an expression's leaves overflows 64 bits
@@ -66,37 +69,49 @@ def first(mask: npt.NDArray[np.bool_]) -> int | None:
 
 def holds(ex: Exploration, expr: Expr) -> npt.NDArray[np.bool_]:
     """A state-and-variables expression (an invariant) evaluated in every configuration."""
-    exact = ex.packing.all >= 1 << 63 or _magnitude(ex, expr) >= SAFE
+    bound = magnitude(expr, lambda ref: variable_bound(ex.table.variables[ref.slot - 1]))
+    exact = ex.packing.all >= 1 << 63 or bound >= SAFE
 
-    def value(e: Expr) -> Any:
-        if isinstance(e, Lit):
-            return e.value
-        if isinstance(e, Ref):
-            assert e.kind != "param", "invariants read no event parameters"
-            return e.value if e.kind == "const" else variable(ex, e.slot - 1, exact)
-        if isinstance(e, InStates):
-            inside = np.isin(states(ex), sorted(e.indices))
-            return ~inside if e.negated else inside
-        if isinstance(e, Unary):
-            return np.logical_not(value(e.operand)) if e.op == "not" else -value(e.operand)
-        return _BINARY[e.op](value(e.left), value(e.right))
+    def leaf(ref: Ref) -> Column:
+        assert ref.kind != "param", "invariants read no event parameters"
+        return variable(ex, ref.slot - 1, exact)
 
-    return np.broadcast_to(np.asarray(value(expr), dtype=np.bool_), (ex.count,))
+    value = evaluate(expr, leaf, lambda: states(ex))
+    return np.broadcast_to(np.asarray(value, dtype=np.bool_), (ex.count,))
 
 
-def _magnitude(ex: Exploration, expr: Expr) -> int:
-    """The largest absolute value the expression's leaves can take."""
+def evaluate(expr: Expr, leaf: Callable[[Ref], Any], state: Callable[[], Any]) -> Any:
+    """``expr`` over columns: ``leaf`` gives a variable's or parameter's column (or value),
+    ``state`` the state column (or the one state). A constant expression gives a scalar."""
+    if isinstance(expr, Lit):
+        return expr.value
+    if isinstance(expr, Ref):
+        return expr.value if expr.kind == "const" else leaf(expr)
+    if isinstance(expr, InStates):
+        inside = np.isin(state(), sorted(expr.indices))
+        return ~inside if expr.negated else inside
+    if isinstance(expr, Unary):
+        operand = evaluate(expr.operand, leaf, state)
+        return np.logical_not(operand) if expr.op == "not" else -operand
+    assert isinstance(expr, Binary)
+    return _BINARY[expr.op](evaluate(expr.left, leaf, state), evaluate(expr.right, leaf, state))
+
+
+def variable_bound(var: Any) -> int:
+    """The largest absolute value a variable (or parameter) of type bool or int can take."""
+    return 1 if var.type == "bool" else max(abs(var.lo), abs(var.hi))
+
+
+def magnitude(expr: Expr, bound: Callable[[Ref], int]) -> int:
+    """The largest absolute value the expression's leaves can take (``bound`` for a
+    variable or parameter)."""
     if isinstance(expr, Lit):
         return abs(int(expr.value))
     if isinstance(expr, Ref):
-        if expr.kind == "const":
-            return abs(int(expr.value))
-        var = ex.table.variables[expr.slot - 1]
-        return 1 if var.type == "bool" else max(abs(var.lo), abs(var.hi))
+        return abs(int(expr.value)) if expr.kind == "const" else bound(expr)
     if isinstance(expr, InStates):
         return 1
     if isinstance(expr, Unary):
-        return _magnitude(ex, expr.operand)
+        return magnitude(expr.operand, bound)
     assert isinstance(expr, Binary)
-    return max(_magnitude(ex, expr.left), _magnitude(ex, expr.right))
-
+    return max(magnitude(expr.left, bound), magnitude(expr.right, bound))

@@ -16,8 +16,15 @@ the hot loop is a mask, two dict lookups and two bit operations.
 When a (state, label) reads a variable with a large domain, the memo would miss on
 every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
 the compiled guards and updates directly; anything but the plain case (exactly one
-enabled row, a stable target, values in range) still goes through ``step``. The
-differential tests hold both paths to ``step`` on random tables.
+enabled row, a stable target, values in range, no emitted arguments to range-check)
+still goes through ``step``. The differential tests hold both paths to ``step`` on
+random tables.
+
+While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
+they go a batch at a time through numpy array operations (``explore_levels``), with the
+same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
+then goes on with the batches' visited set and typed arrays. A narrow, deep space never
+leaves the scalar loop and its lists.
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
@@ -30,9 +37,10 @@ rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -42,13 +50,17 @@ import numpy.typing as npt
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.verify import explore_levels
+from agentfsm.verify.code_index import CodeIndex, DenseIndex
+from agentfsm.verify.explore_levels import NO_EDGE, STUTTER
 from agentfsm.verify.packed import compile_packed
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
+CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
+LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
+LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 MEMO_LIMIT = 4096
-NO_EDGE = -1
-STUTTER = -2   # ~1: outcome 1, an event the ``ignore`` policy accepted (found on the direct path)
 
 
 @dataclass(frozen=True)
@@ -177,6 +189,7 @@ class _Direct:
     add: int
     stable: bool
     updates: tuple[tuple[int, int, int, Callable[[int], Any]], ...]   # (shift, lo, hi, fn of the code)
+    emits_args: bool   # emitted arguments must be range-checked: left to ``step``
 
 
 @dataclass
@@ -199,8 +212,9 @@ class Exploration:
         self.table = table
         self.packing = Packing(table)
         self.labels: list[Label] = labels_of(table)
-        self.codes: list[int] = []
-        self.index: dict[int, int] = {}
+        self.codes: list[int] | npt.NDArray[np.int64] = []   # an array once explored in batches
+        self.index: dict[int, int] = {}   # the visited set of the scalar loop ...
+        self.code_index: CodeIndex | DenseIndex | None = None   # ... or of the batches
         self.parent = array("q")
         self.parent_label = array("q")
         self.offsets = array("q", [0])
@@ -225,7 +239,9 @@ class Exploration:
     def code_array(self) -> npt.NDArray[Any]:
         """The codes as a numpy array (int64, or Python ints past 63 bits), made once."""
         cached = self.columns.get("codes")
-        if cached is None:
+        if cached is None and isinstance(self.codes, np.ndarray):
+            cached = self.codes
+        elif cached is None:
             cached = np.array(self.codes, dtype=object if self.packing.all >= 1 << 63 else np.int64)
             self.columns["codes"] = cached
         return cached
@@ -239,14 +255,18 @@ class Exploration:
         return len(self.edge_target)
 
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
-        return self.packing.unpack(self.codes[i])
+        return self.packing.unpack(int(self.codes[i]))
 
     def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
         if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
             return None
         if not self.packing.in_range(values):
             return None
-        return self.index.get(self.packing.pack(state, values))
+        code = self.packing.pack(state, values)
+        if self.code_index is not None:
+            found = int(self.code_index.lookup(np.array([code], dtype=np.int64))[0])
+            return found if found >= 0 else None
+        return self.index.get(code)
 
     def path(self, i: int) -> list[Label]:
         """A shortest event sequence from the initial configuration to configuration ``i``."""
@@ -286,50 +306,89 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
     """Explore breadth-first from the initial configuration; see the module docstring.
 
     Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (checked
-    between chunks, so the count may overshoot by one chunk's successors) or when memory
-    runs out; the partial graph is dropped before raising, so the caller has room to report.
-
-    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
-    unpacked from tuples into locals, the growing ``codes`` list iterated directly (a
-    list iterator sees appended items, so it is the breadth-first queue), edges
-    appended to lists and copied into typed arrays once at the end, and progress
-    reported between chunks rather than tested per configuration."""
+    between chunks or batches, so the count may overshoot by one's successors) or when memory
+    runs out; the partial graph is dropped before raising, so the caller has room to report."""
     ex = Exploration(table)
     try:
         _run(ex, progress, max_configurations)
     except ExplorationLimit:
-        ex.codes, ex.index = [], {}
+        ex.codes, ex.index, ex.code_index = [], {}, None
         raise
     except MemoryError:
-        ex.codes, ex.index = [], {}
+        ex.codes, ex.index, ex.code_index = [], {}, None
         raise ExplorationLimit("out of memory", *ex.reached) from None
     return ex
 
 
 def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """The scalar loop, and past ``LEVEL_MIN`` waiting configurations the batches, back to
+    the scalar loop when fewer than ``LEVEL_LOW`` wait (a wide space's narrow tail)."""
     table = ex.table
     packing = ex.packing
-    smask = packing.state_mask
     plans, unhandled_labels = _plans(table, ex.labels, packing)
     entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
-    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
-    codes, index = ex.codes, ex.index
-    parent: list[int] = [-1]
-    parent_label: list[int] = [-1]
-    offsets: list[int] = [0]
-    edge_label: list[int] = []
-    edge_target: list[int] = []
-    stutter: list[int] = []
-
+    codes: list[int] = []
+    ex.codes, index = codes, ex.index
+    built: list[MutableSequence[int]] = [codes, [-1], [-1], [0], [], [], []]   # as explore_levels.Graph
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
-    i = 0
-    queue = iter(codes)   # stops for good once it reaches the end: then nothing is left to explore
+    wide = LEVEL_MIN if LEVEL_MIN is not None and explore_levels.applicable(table, len(ex.labels)) else None
+    reported = 0
+    scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
+
+    def report(count: int, transitions: int, last: int, finished: bool) -> None:
+        nonlocal reported
+        if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
+            reported = last + 1
+            _report(ex, count, transitions, last, built[1], progress, limit)
+
+    i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
+    scalar.append((0, i))
+    if i < len(codes):
+        graph = explore_levels.Graph(*(array("i" if k == 4 else "q", part) for k, part in enumerate(built)))
+        for part in built:
+            del part[:]
+        built[:] = [graph.codes, graph.parent, graph.parent_label, graph.offsets, graph.edge_label,
+                    graph.edge_target, graph.stutter]
+        index.clear()   # the batches keep their own visited set, which the scalar loop then shares
+        visited = explore_levels.visited_set(packing, graph)
+        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
+        levels = explore_levels.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
+                                       ex.unhandled, eventless, [s.transient for s in table.states])
+        while i < len(graph.codes):
+            i = explore_levels.run(levels, i, graph, visited, report, LEVEL_LOW)
+            if i < len(graph.codes):
+                start = i
+                i = _scalar(ex, entries, unhandled_labels, ignore, visited, built, i, wide, report)
+                scalar.append((start, i))
+        ex.code_index = visited
+        ex.codes = graph.view("codes")
+    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = (
+        part if isinstance(part, array) else array("i" if k == 3 else "q", part) for k, part in enumerate(built[1:]))
+    _tally(ex, plans, unhandled_labels, scalar)
+
+
+def _scalar(ex: Exploration, entries: list[list[tuple[int, int, dict[int, tuple[int, int]], _Plan]]],
+            unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
+            built: list[MutableSequence[int]], i: int, wide: int | None,
+            report: Callable[[int, int, int, bool], None]) -> int:
+    """Explore from configuration ``i`` until nothing is left or (``wide``) that many wait;
+    return where it stopped.
+
+    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
+    unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
+    sees appended items, so it is the breadth-first queue), edges appended to lists (typed
+    arrays once the batches have run) and progress reported between chunks rather than
+    tested per configuration."""
+    codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
+    smask = ex.packing.state_mask
+    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
+    queue = islice(codes, i, None)   # stops for good once it reaches the end: then nothing is left to explore
     while True:
         start = i
-        for code in islice(queue, PROGRESS_EVERY):
+        for code in islice(queue, CHECK_EVERY):
             state = code & smask
             for label, rmask, memo, plan in entries[state]:
                 hit = memo.get(code & rmask)
@@ -361,21 +420,42 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                     edge_target.append(i)
             offsets.append(len(edge_target))
             i += 1
-        if i == start:
+        if i == start or (wide is not None and len(codes) - i >= wide):
             break
-        depth, j = 0, i - 1
-        while j > 0:
-            j, depth = parent[j], depth + 1
-        ex.reached = (len(codes), len(edge_target), depth)
-        if progress is not None:
-            progress(len(codes))
-        if limit is not None and len(codes) > limit:
-            raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})",
-                                   *ex.reached)
-    ex.parent, ex.parent_label, ex.offsets = array("q", parent), array("q", parent_label), array("q", offsets)
-    ex.edge_label, ex.edge_target = array("i", edge_label), array("q", edge_target)
-    ex.stutter = array("q", stutter)
-    _tally(ex, plans, unhandled_labels)
+        report(len(codes), len(edge_target), i - 1, i == len(codes))
+    if i == len(codes):
+        report(len(codes), len(edge_target), i - 1, True)
+    return i
+
+
+def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[explore_levels.Group]]:
+    """The plans for the array path, each with ``_slow`` as its fallback."""
+    groups = []
+    for state, state_plans in enumerate(plans):
+        groups.append([explore_levels.Group(
+            plan.label, plan.params, k,
+            tuple(_arm(ex, row, plan.params) for row in ex.table.candidates(state, ex.labels[plan.label][0])),
+            functools.partial(_slow, ex, plan)) for k, plan in enumerate(state_plans)])
+    return groups
+
+
+def _arm(ex: Exploration, row: Row, params: tuple[Value, ...]) -> explore_levels.Arm:
+    """``row`` for the array path, with the masks the scalar path compiles."""
+    direct = _compile_row(ex.table, ex.packing, row, params)
+    return explore_levels.arm(ex.table, ex.packing, row, direct.keep, direct.add, direct.stable)
+
+
+def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],
+            progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
+    depth, j = 0, last
+    while j > 0:
+        j, depth = parent[j], depth + 1
+    ex.reached = (count, transitions, depth)
+    if progress is not None:
+        progress(count)
+    if limit is not None and count > limit:
+        raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})", *ex.reached)
 
 
 def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
@@ -411,7 +491,8 @@ def _compile_row(table: Table, packing: Packing, row: Row, params: tuple[Value, 
         fn = compile_packed(update.expr, packing, params)
         updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, fn))
     guard = None if row.guard is None else compile_packed(row.guard, packing, params)
-    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates))
+    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates),
+                   bool(row.emit_args))
 
 
 def _miss(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int]:
@@ -456,7 +537,7 @@ def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
             if chosen is not None:
                 return _slow(ex, plan, i, state, code)
             chosen = row
-    if chosen is None or not chosen.stable:
+    if chosen is None or not chosen.stable or chosen.emits_args:
         return _slow(ex, plan, i, state, code)
     new = (code & chosen.keep) | chosen.add
     for shift, lo, hi, fn in chosen.updates:
@@ -484,23 +565,31 @@ def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
     return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
 
 
-def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]]) -> None:
+def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]],
+           scalar: list[tuple[int, int]]) -> None:
     """Count how often each memoised outcome was used, after the fact (the hot loop does
-    not count): for each (state, label) plan, the configurations of that state up to the
+    not count): for each (state, label) plan, the configurations of that state the scalar
+    loop explored (the ``scalar`` ranges: batches count as they go) up to the plan's
     switch to the direct path, grouped by memo key. Then fold the counts into row fire
-    counts and the unhandled report."""
+    counts and the unhandled report, and count the labels without rows over every
+    configuration."""
     codes = ex.code_array()
     states = codes & ex.packing.state_mask
     in_state = [np.flatnonzero(states == s) for s in range(ex.packing.nstates)]
+    looped = np.zeros(ex.count, dtype=np.bool_)
+    for a, b in scalar:
+        looped[a:b] = True
     hits = ex._hits
     for state, state_plans in enumerate(plans):
         for plan in state_plans:
             which = in_state[state]
             if plan.direct_from is not None:
                 which = which[: np.searchsorted(which, plan.direct_from)]
+            which = which[looped[which]]
+            if not len(which):
+                continue
             if not plan.rmask:
-                if len(which):
-                    hits[plan.outcomes[0]] += len(which)
+                hits[plan.outcomes[0]] += len(which)
                 continue
             keys, counts = np.unique(codes[which] & plan.rmask, return_counts=True)
             for key, count in zip(keys.tolist(), counts.tolist(), strict=True):

@@ -7,6 +7,7 @@ has a timeout, and a failure is reported as ``SpinError``, never a hang.
 from __future__ import annotations
 
 import re
+import resource
 import shutil
 import subprocess
 import time
@@ -29,6 +30,7 @@ class SpinRun:
     compile_s: float
     search_s: float
     output: str
+    search_cpu_s: float = 0.0   # pan's user + system time: comparable on a loaded machine
 
     @property
     def total_s(self) -> float:
@@ -67,11 +69,19 @@ def run_spin_model(model: str, workdir: Path, depth: int = 10_000_000, timeout: 
     _, generate = _run(["spin", "-a", "model.pml"], workdir, timeout)
     flags = ["-DSAFETY", "-DMEMLIM=16000"] + ([] if reduce else ["-DNOREDUCE"])
     _, compile_s = _run(["gcc", "-O2", *flags, "-o", "pan", "pan.c"], workdir, timeout)
+    before = _children_cpu()
     out, search = _run(["./pan", f"-m{depth}", "-w24", *pan_flags], workdir, timeout, check=False)
+    search_cpu = _children_cpu() - before
     states = re.search(r"(\d+) states, stored", out)
     errors = re.search(r"errors: (\d+)", out)
     if states is None or errors is None:
         raise SpinError(f"unexpected pan output: {out[-2000:]}")
     if "max search depth too small" in out:
         raise SpinError("pan: max search depth too small; raise depth")
-    return SpinRun(int(states.group(1)), int(errors.group(1)), generate, compile_s, search, out)
+    return SpinRun(int(states.group(1)), int(errors.group(1)), generate, compile_s, search, out, search_cpu)
+
+
+def _children_cpu() -> float:
+    """User + system seconds of this process's waited-for children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
