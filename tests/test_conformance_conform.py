@@ -229,3 +229,20 @@ def test_junit_after_an_early_stop_lists_every_vector_that_did_not_run(loom: Tab
     assert skipped[-1].name == f"({report.unlisted} more vectors)"
     assert sum(1 for c in skipped if c.name.startswith("(")) == 1
     assert len(skipped) - 1 + report.unlisted == report.count("not-run")
+
+
+def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
+    """conform --json: counts, the shortest failing vector with its trace, the vectors that did not pass."""
+    argv = ["conform", str(LOOM), "--adapter", " ".join(semantics_adapter("--fault", "silent-text")),
+            "--sets", "rows", "--json"]
+    assert main(argv) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["format"] == 1 and data["command"] == "conform" and data["machine"] == "loom-agent"
+    assert data["ok"] is False and data["stopped"] is None
+    counts = data["counts"]
+    assert counts["fail"] == len(data["not_passed"]) > 0 and sum(counts.values()) == data["vectors"]
+    shortest = data["shortest_failure"]
+    assert shortest["id"] == "loom-agent/row-02" and shortest["failed_step"] == 2 and "✗" in shortest["trace"]
+    assert main(["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows", "--json"]) == 0
+    passing = json.loads(capsys.readouterr().out)
+    assert passing["ok"] is True and passing["shortest_failure"] is None and passing["not_passed"] == []

@@ -455,6 +455,20 @@ def format_report(report: Report, listed: int = 20) -> str:
     return "\n".join(lines)
 
 
+def report_json(report: Report) -> dict[str, Any]:
+    """``conform --json``: the counts, the shortest failing vector with its readable trace, and
+    every vector that did not pass (passing ones only counted)."""
+    def brief(result: VectorResult) -> dict[str, Any]:
+        return {"id": result.vector.id, "status": result.status, "failed_step": result.failed_step,
+                "message": result.message, "covers": list(result.vector.covers)}
+    shortest = report.shortest_failure()
+    return {"format": 1, "command": "conform", "machine": report.machine, "ok": report.ok,
+            "stopped": report.stopped or None, "seconds": round(report.seconds, 3), "vectors": report.total,
+            "counts": {status: report.count(status) for status in ("pass", "fail", "not-implemented", "not-run")},
+            "shortest_failure": None if shortest is None else {**brief(shortest), "trace": format_trace(shortest)},
+            "not_passed": [brief(r) for r in report.results if r.status != "pass"]}
+
+
 def junit_suite(report: Report) -> Suite:
     """One testcase per vector; not-implemented and not-run vectors are ``skipped``. Vectors an
     early stop left unmade (made lazily, so only counted) are one more skipped case that says

@@ -18,7 +18,7 @@ from agentfsm.spec.model import Table
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
-from agentfsm.verify.conform import Runner, format_report, junit_suite, row_coverage
+from agentfsm.verify.conform import Runner, format_report, junit_suite, report_json, row_coverage
 from agentfsm.verify.harness import ProcessTransport, Transport, WithoutVars, kill_all, split_command
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
@@ -152,6 +152,7 @@ def _register_conform(sub: Sub) -> None:
     parser.add_argument("--vectors", metavar="FILE", help="vectors to run (default: generate them now)")
     parser.add_argument("--timeout", type=_positive, default=5.0, metavar="S",
                         help="seconds to wait for each reply (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text report")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
     parser.add_argument("--coverage-out", metavar="FILE",
                         help="write {machine, rows: {row index: times fired}} for the diagram overlay")
@@ -203,7 +204,7 @@ def run_conform(args: argparse.Namespace) -> int:
     with ending_adapters():
         report = Runner(table, connect).run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr),
                                             args.max_failures)
-    print(format_report(report))
+    print(json.dumps(report_json(report), indent=1) if args.json else format_report(report))
     _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
