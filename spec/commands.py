@@ -4,11 +4,15 @@ bundled tables are, so an installed package's tables can be named from anywhere)
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
+from agentfsm.spec.build import load_table
 from agentfsm.spec.bundled import bundled_tables
+from agentfsm.spec.errors import TableError
 from agentfsm.spec.suggest import did_you_mean
 
-from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_OK, BadInput, add_set_option, load_tables, parse_overrides
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,6 +20,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                             description="Load each table, check its schema, names, types and structural "
                                         "rules, and print a one-line summary. Exit 0 when all load, 2 otherwise.")
     parser.add_argument("tables", nargs="+", metavar="TABLE", help="a table or a system file (top-level 'system:')")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object: each file's summary or its diagnostics with line and column")
     add_set_option(parser)
     parser.set_defaults(func=run_check)
 
@@ -32,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from agentfsm.verify.system_commands import load_systems, split_systems
+    if args.json:
+        return _check_json(args)
     table_paths, system_paths = split_systems(args.tables)
     tables = load_tables(table_paths, args.overrides)
     systems = load_systems(system_paths)
@@ -40,6 +48,28 @@ def run_check(args: argparse.Namespace) -> int:
     for system in systems:
         print(f"{system.file}: ok: system {system.summary()}")
     return EXIT_OK
+
+
+def _check_json(args: argparse.Namespace) -> int:
+    """``check --json``: every file checked, in order; exit 2 when any did not load."""
+    from agentfsm.spec.system_load import is_system_file, load_system
+    values = parse_overrides(args.overrides)
+    files: list[dict[str, Any]] = []
+    for path in args.tables:
+        system = is_system_file(path)
+        entry: dict[str, Any] = {"file": path, "kind": "system" if system else "table"}
+        try:
+            loaded = load_system(path) if system else load_table(path, values)
+        except TableError as exc:
+            entry.update(ok=False, summary=None, diagnostics=[
+                {"file": d.mark.file, "line": d.mark.line, "col": d.mark.col, "message": d.message}
+                for d in exc.diagnostics])
+        else:
+            entry.update(ok=True, summary=loaded.summary(), diagnostics=[])
+        files.append(entry)
+    ok = all(entry["ok"] for entry in files)
+    print(json.dumps({"format": 1, "command": "check", "ok": ok, "files": files}, indent=1))
+    return EXIT_OK if ok else EXIT_BAD_INPUT
 
 
 def run_tables(args: argparse.Namespace) -> int:

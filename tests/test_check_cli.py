@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -112,3 +113,23 @@ def test_the_documented_example_behaves_as_documented(tmp_path: Path) -> None:
         seen.append((result.status, table.states[state].name, result.actions))
     assert seen == [("fired", "Closed", ("Beep",)), ("fired", "Open", ("OpenDoor",)), ("fired", "Closed", ()),
                     ("rejected", "Closed", ("Beep",)), ("fired", "Broken", ()), ("final", "Broken", ())]
+
+
+def test_check_json_lists_every_file_with_its_diagnostics(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("machine: x\nstates: [A\n")
+    system = SPEC / "systems" / "loom-with-tools.yaml"
+    code, out, _ = run_cli(["check", "--json", str(SPEC / "loom-agent.yaml"), str(bad), str(system)], capsys)
+    assert code == 2
+    data = json.loads(out)
+    assert data["format"] == 1 and data["command"] == "check" and data["ok"] is False
+    loom, broken, composed = data["files"]
+    assert loom["ok"] and loom["kind"] == "table" and loom["summary"].startswith("loom-agent: 7 states")
+    assert not broken["ok"] and broken["summary"] is None
+    [diagnostic] = broken["diagnostics"]
+    assert (diagnostic["file"], diagnostic["line"], diagnostic["col"]) == (str(bad), 3, 1)
+    assert "YAML syntax" in diagnostic["message"]
+    assert composed["ok"] and composed["kind"] == "system"
+    code, out, _ = run_cli(["check", "--json", str(SPEC / "loom-agent.yaml")], capsys)
+    assert code == 0 and json.loads(out)["ok"] is True
