@@ -39,9 +39,33 @@ def test_verify_writes_a_trace_that_replays(tmp_path: Path, capsys: pytest.Captu
     data = json.loads(trace.read_text())
     assert data["system"] == "counter-race" and data["check"] == "no-lost-update" and len(data["steps"]) == 8
     assert data["steps"][0] == {"step": "env", "instance": "inc[0]", "event": "Go", "params": {}}
-    assert main(["replay", RACE, str(trace)]) == 0
+    assert main(["replay", RACE, str(trace)]) == 1, "the system still has the defect"
     out = capsys.readouterr().out
     assert "replaying invariant no-lost-update (8 steps)" in out and "counter: Up {value=1}" in out
+    assert "violated: invariant no-lost-update:" in out
+    data["steps"] = data["steps"][:2]
+    trace.write_text(json.dumps(data))
+    assert main(["replay", RACE, str(trace)]) == 0, "a prefix of the counterexample violates nothing"
+    assert "no check is violated by this trace" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["durable-run-as-it-was-sqlite", "durable-run-as-it-was-pool"])
+def test_every_counterexample_of_the_protocol_as_it_was_replays_to_its_violation(
+        name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each failing check's trace, replayed, exits 1 naming that check: invariants, and the lassos
+    of the no-cycle-within properties (kept counterexamples serve as regression tests)."""
+    system = str(ROOT / "spec" / "systems" / f"{name}.yaml")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    assert main(["verify", system, "--trace-out", f"{traces}/"]) == 1
+    capsys.readouterr()
+    written = sorted(traces.glob("*.json"))
+    assert written
+    for path in written:
+        data = json.loads(path.read_text())
+        assert main(["replay", system, str(path)]) == 1, path.name
+        out = capsys.readouterr().out
+        assert f"violated: {data['kind']} {data['check']}" in out, (path.name, out[-400:])
 
 
 def test_replay_refuses_a_step_that_cannot_happen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

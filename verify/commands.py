@@ -18,8 +18,9 @@ from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
 from agentfsm.verify.replay import violations
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
+from agentfsm.verify.system_checks import SysVerdict
+from agentfsm.verify.system_commands import junit_suite as system_junit_suite
 from agentfsm.verify.system_commands import (
-    first_trace,
     load_systems,
     run_replay_system,
     split_systems,
@@ -27,7 +28,6 @@ from agentfsm.verify.system_commands import (
     verdict_json,
     verify_system,
 )
-from agentfsm.verify.system_commands import junit_suite as system_junit_suite
 from agentfsm.verify.system_commands import text_report as system_text_report
 from agentfsm.verify.system_promela import ExportError, export_system_promela
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
@@ -189,20 +189,19 @@ def run_verify(args: argparse.Namespace) -> int:
         _write(args.junit, junit_xml("verify", suites))
     verdicts = [r for r in results if isinstance(r, Verdict)]
     if args.trace_out:
-        system_failing = first_trace(system_verdicts)
-        table_failing = any(not c.ok and c.trace is not None for v in verdicts for c in v.checks)
-        if system_failing is not None and not table_failing and not Path(args.trace_out).is_dir():
-            _write(args.trace_out, trace_json_text(*system_failing))
-        else:
-            _write_traces(args, verdicts)
+        _write_traces(args, verdicts, system_verdicts)
     if any(isinstance(r, Unverified) for r in results):
         return EXIT_BAD_INPUT
     ok = all(v.ok for v in verdicts) and all(v.ok for v in system_verdicts)
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _write_traces(args: argparse.Namespace, verdicts: list[Verdict]) -> None:
-    failing = [(v, c) for v in verdicts for c in v.checks if not c.ok and c.trace is not None]
+def _write_traces(args: argparse.Namespace, verdicts: list[Verdict], system_verdicts: list[SysVerdict]) -> None:
+    """Tables' counterexamples first, then systems': every one into a directory, or one into a file."""
+    failing = [(v.table.machine, c.kind, c.name, _trace_bytes(c.trace))
+               for v in verdicts for c in v.checks if not c.ok and c.trace is not None]
+    failing += [(v.system.name, c.kind, c.name, trace_json_text(v.system, c.trace))
+                for v in system_verdicts for c in v.checks if not c.ok and c.trace is not None]
     target = Path(args.trace_out)
     if args.trace_out.endswith(("/", "\\")) or target.is_dir():
         if args.check:
@@ -211,22 +210,20 @@ def _write_traces(args: argparse.Namespace, verdicts: list[Verdict]) -> None:
             target.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise BadInput(f"cannot create {target}: {exc.strerror}") from None
-        for verdict, check in failing:
-            assert check.trace is not None
-            name = f"{verdict.table.machine}.{check.kind}" + (f".{check.name}" if check.name else "")
-            _write(str(target / (re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".json")), _trace_bytes(check.trace))
+        for machine, kind, name, data in failing:
+            file_name = f"{machine}.{kind}" + (f".{name}" if name else "")
+            _write(str(target / (re.sub(r"[^A-Za-z0-9_.-]", "_", file_name) + ".json")), data)
         if not failing and not args.json:
             print(f"no counterexample to write to {args.trace_out}", file=sys.stderr)
         return
     if args.check:
-        known = {c.name or c.kind for v in verdicts for c in v.checks} | set(KINDS)
+        known = ({c.name or c.kind for v in verdicts for c in v.checks}
+                 | {c.name or c.kind for v in system_verdicts for c in v.checks} | set(KINDS))
         if args.check not in known:
             raise BadInput(f"--check {args.check}: no check of that name (names: {', '.join(sorted(known))})")
-        failing = [(v, c) for v, c in failing if args.check in (c.name, c.kind)]
+        failing = [f for f in failing if args.check in (f[2], f[1])]
     if failing:
-        trace = failing[0][1].trace
-        assert trace is not None
-        _write(args.trace_out, _trace_bytes(trace))
+        _write(args.trace_out, failing[0][3])
     elif not args.json:
         which = f"check {args.check}" if args.check else "failing check"
         print(f"no counterexample to write to {args.trace_out} (no {which} has one)", file=sys.stderr)

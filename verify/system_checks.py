@@ -11,7 +11,7 @@ invariants), ``deadlock`` (no step at all while some instance is not final),
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,17 +95,22 @@ def step_checks(ex: SystemExploration) -> list[SysCheck]:
     return results
 
 
-def invariant_checks(ex: SystemExploration) -> list[SysCheck]:
-    system = ex.system
-    tests = [(inv.name, inv.text, inv.fn) for inv in system.invariants]
+def invariant_tests(system: System) -> list[tuple[str, str, Callable[[Config], bool]]]:
+    """(name, text, test) of every invariant: the system's, then each instance's table's, lifted."""
+    tests: list[tuple[str, str, Callable[[Config], bool]]] = [
+        (inv.name, inv.text, inv.fn) for inv in system.invariants]
     for inst in system.instances:
         for table_inv in inst.table.invariants:
             def lifted(config: Config, i: int = inst.index, fn: object = table_inv.fn) -> bool:
                 state, values = config[0][i]
                 return bool(fn((state, *values)))  # type: ignore[operator]
             tests.append((f"{inst.name}: {table_inv.name}", table_inv.text, lifted))
+    return tests
+
+
+def invariant_checks(ex: SystemExploration) -> list[SysCheck]:
     results = []
-    for name, text, fn in tests:
+    for name, text, fn in invariant_tests(ex.system):
         bad = next((n for n, config in enumerate(ex.configs) if not fn(config)), None)
         if bad is None:
             results.append(SysCheck("invariant", name, True, f"holds in all {len(ex.configs):,} configurations"))
@@ -119,16 +124,16 @@ def deadlock_check(ex: SystemExploration) -> SysCheck:
     for n, config in enumerate(ex.configs):
         if ex.out_degree[n]:
             continue
-        if _live(ex.system, config):
+        if live(ex.system, config):
             trace = trace_to(ex, n, "deadlock", None)
             steps = replay(ex.system, trace.steps)
             concrete = steps[-1][1] if steps else config
-            names = ", ".join(ex.system.instances[i].name for i in _live(ex.system, concrete))
+            names = ", ".join(ex.system.instances[i].name for i in live(ex.system, concrete))
             return SysCheck("deadlock", None, False, f"no step is possible while {names} not final", trace)
     return SysCheck("deadlock", None, True, "every configuration has a step or every active instance is final")
 
 
-def _live(system: System, config: Config) -> list[int]:
+def live(system: System, config: Config) -> list[int]:
     """The active (not passive) instances not in a final state."""
     return [i for i, inst in enumerate(system.instances)
             if not inst.passive and not inst.table.states[config[0][i][0]].final]
@@ -156,7 +161,7 @@ def reachable_check(ex: SystemExploration, prop: SysProperty) -> SysCheck:
                     trace_to(ex, bad, "always-reachable", prop.name))
 
 
-def _matches(prop: SysProperty, label: Label) -> bool:
+def matches(prop: SysProperty, label: Label) -> bool:
     kind, i, event, _, _ = label
     name = event if kind in ("env", "deliver") else kind
     return any(i in p.instances and p.name == name for p in prop.steps)
@@ -164,7 +169,7 @@ def _matches(prop: SysProperty, label: Label) -> bool:
 
 def cycle_check(ex: SystemExploration, prop: SysProperty) -> SysCheck:
     n = len(ex.configs)
-    keep = [k for k, label in enumerate(ex.edges_label) if _matches(prop, label)]
+    keep = [k for k, label in enumerate(ex.edges_label) if matches(prop, label)]
     src = np.array([ex.edges_src[k] for k in keep], dtype=np.int64)
     dst = np.array([ex.edges_dst[k] for k in keep], dtype=np.int64)
     matrix = csr_matrix((np.ones(len(keep)), (src, dst)), shape=(n, n))

@@ -14,6 +14,7 @@ from agentfsm.spec.system_model import System
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
+from agentfsm.verify.system_replay import system_violations
 from agentfsm.verify.system_trace import (
     SystemTrace,
     SystemTraceError,
@@ -22,7 +23,7 @@ from agentfsm.verify.system_trace import (
     replay,
 )
 
-from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 
 
 def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -100,14 +101,6 @@ def verdict_json(verdict: SysVerdict) -> dict[str, Any]:
             "checks": [check_json(verdict.system, c) for c in verdict.checks]}
 
 
-def first_trace(verdicts: Sequence[SysVerdict]) -> tuple[System, SystemTrace] | None:
-    for verdict in verdicts:
-        for check in verdict.checks:
-            if not check.ok and check.trace is not None:
-                return verdict.system, check.trace
-    return None
-
-
 def read_text(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -132,7 +125,12 @@ def run_replay_system(system_path: str, trace_path: str) -> int:
         raise BadInput(f"{trace_path}: {exc}") from None
     print(f"{system.name}: replaying {title} ({len(trace.steps)} steps)")
     print("\n".join(format_steps(system, steps, trace.loop_start)))
-    return 0
+    found = system_violations(system, trace, steps)
+    for line in found:
+        print(f"violated: {line}")
+    if not found:
+        print("no check is violated by this trace")
+    return EXIT_FAILED if found else EXIT_OK
 
 
 def trace_json_text(system: System, trace: SystemTrace) -> bytes:
