@@ -1,0 +1,92 @@
+"""The durable run's refusals and descriptions, each value worked out by hand: a table without
+tools for its external actions, a journal of another machine, an empty journal, a duplicate
+event, and how an effect is shown to the user deciding it. The mutation run
+(tests/mutation_run.py) found these pinned down by no other fast test."""
+
+from __future__ import annotations
+
+import pytest
+from agentfsm.impl.durable.journal import JournalError, Loaded
+from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.run import CallSpec, DurableRun, describe_call
+from agentfsm.impl.durable.state import Effect, ReplayError
+from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.spec import Table, load_table_bytes
+
+
+def effect(tool: str = "", args: object = None) -> Effect:
+    return Effect("r/2/0", "ExecuteTools", 2, 0, False, tool=tool, args=args)
+
+
+@pytest.mark.parametrize(("shown", "text"), [
+    (effect(), "ExecuteTools"),
+    (effect("grep", {"b": 1, "a": "é"}), 'grep {"a": "é", "b": 1}'),
+    (effect("grep", {"arguments": '{"q": "x"}'}), 'grep {"q": "x"}'),     # a model's tool call: its arguments
+    (effect("grep", {"arguments": "not json"}), 'grep "not json"'),
+    (effect("grep", {"arguments": 3}), 'grep {"arguments": 3}'),
+])
+def test_an_effect_is_shown_by_its_tool_and_arguments(shown: Effect, text: str) -> None:
+    assert describe_call(shown) == text
+
+
+def test_long_arguments_are_cut_at_the_limit() -> None:
+    assert describe_call(effect("t", "x" * 6), limit=8) == 't "xxxxxx"'            # 8 characters: whole
+    assert describe_call(effect("t", "x" * 7), limit=8) == 't "xxxxxxx...'         # 9: cut to 8
+    assert describe_call(effect("t", "x" * 400)) == 't "' + "x" * 299 + "..."      # 300 by default
+
+
+def test_a_table_needs_a_tool_for_every_external_action(loom: Table) -> None:
+    with pytest.raises(ValueError, match=r"^no tool for the external action\(s\) ExecuteTools, RunPostToolsHook"):
+        DurableRun.create(MemoryStore(), loom, "r", {k: v for k, v in ledger_tools(loom, MemoryLedger(), False).items()
+                                                     if k not in ("ExecuteTools", "RunPostToolsHook")})
+
+
+def test_a_journal_of_another_machine_is_refused(loom: Table) -> None:
+    store = MemoryStore()
+    DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    other = load_table_bytes(b"format: 1\nmachine: other\nstates: {A: {initial: true}}\nevents: {}\ntransitions: []\n",
+                             "o.yaml")
+    with pytest.raises(JournalError, match=r"^run 'r' runs machine 'loom-agent', not 'other'$"):
+        DurableRun.open(store, other, "r", {})
+
+
+def test_a_duplicate_event_writes_nothing(loom: Table) -> None:
+    store = MemoryStore()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    first = run.deliver("UserInput", event_id="1")
+    records = len(store.records("r"))
+    again = run.deliver("UserInput", event_id="1")
+    assert first.seq > 0 and (again.status, again.accepted, again.seq, again.actions) == ("duplicate", False, 0, ())
+    assert len(store.records("r")) == records
+
+
+class EmptyStore(MemoryStore):
+    """A store whose journal lost every record, the created one too."""
+
+    def load(self, run_id: str) -> Loaded:
+        return Loaded(None, ())
+
+
+def test_an_empty_journal_is_a_replay_error_at_record_one(loom: Table) -> None:
+    store = EmptyStore()
+    DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    with pytest.raises(ReplayError) as caught:
+        DurableRun.open(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    assert (str(caught.value), caught.value.seq) == ("run 'r': record 1 cannot be replayed: the journal is empty", 1)
+
+
+def test_an_action_fanned_out_into_calls_is_one_effect_per_call_with_unique_keys(loom: Table) -> None:
+    store = MemoryStore()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    run.deliver("UserInput", event_id="1")
+    calls = [CallSpec("c1", "grep", True, {"q": 1}), CallSpec("c1", "ls", False), CallSpec("c2", "cat", False)]
+    run.deliver("LlmCompleted", {"tool_calls": 2}, event_id="2", payload={"text": "hi"},
+                calls={"ExecuteTools": calls})
+    [step] = [r for r in store.records("r") if r.kind == "step" and r.body["event"] == "LlmCompleted"]
+    assert step.body["payload"] == {"text": "hi"}
+    assert step.body["effects"] == [
+        {"key": "r/5/c1", "action": "ExecuteTools", "call_id": 0, "idempotent": True, "tool": "grep", "args": {"q": 1}},
+        {"key": "r/5/c1#1", "action": "ExecuteTools", "call_id": 0, "idempotent": False, "tool": "ls", "args": None},
+        {"key": "r/5/c2", "action": "ExecuteTools", "call_id": 0, "idempotent": False, "tool": "cat", "args": None}]
+    assert {k: e.status for k, e in run.st.effects.items() if k.startswith("r/5/")} == {
+        "r/5/c1": "completed", "r/5/c1#1": "completed", "r/5/c2": "completed"}
