@@ -5,13 +5,19 @@ event, and how an effect is shown to the user deciding it. The mutation run
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from agentfsm.impl.durable.journal import JournalError, Loaded
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import CallSpec, DurableRun, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
 from agentfsm.impl.stores.memory import MemoryStore
-from agentfsm.spec import Table, load_table_bytes
+from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.spec import Table, load_table, load_table_bytes
+from conftest import ROOT, run_cli
+
+LOOM = ROOT / "spec" / "loom-agent.yaml"
 
 
 def effect(tool: str = "", args: object = None) -> Effect:
@@ -90,3 +96,22 @@ def test_an_action_fanned_out_into_calls_is_one_effect_per_call_with_unique_keys
         {"key": "r/5/c2", "action": "ExecuteTools", "call_id": 0, "idempotent": False, "tool": "cat", "args": None}]
     assert {k: e.status for k, e in run.st.effects.items() if k.startswith("r/5/")} == {
         "r/5/c1": "completed", "r/5/c1#1": "completed", "r/5/c2": "completed"}
+
+
+def test_the_loom_agent_runs_durably_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The agent's effects go through the run's performer: each started, then settled (the demo's
+    model fails once) and fed back by an event, none left unreported."""
+    db = tmp_path / "j.db"
+    code, out, err = run_cli(["run", str(LOOM), "--script", str(ROOT / "examples" / "loom-demo.yaml"),
+                              "--store", str(db)], capsys)
+    assert code == 0, err
+    assert out.splitlines()[-1].strip().startswith("done: final state ShuttingDown, 0 anomalies")
+    store = SqliteStore(db)
+    loom = load_table(LOOM)
+    for run_id in store.runs():
+        run = DurableRun.attach(store, loom, run_id, ledger_tools(loom, MemoryLedger(), False))
+        kinds = [r.kind for r in store.records(run_id)]
+        assert run.st.effects and kinds.count("started") == kinds.count("completed") == len(run.st.effects)
+        assert all(e.reported for e in run.st.effects.values())
+        assert {e.status for e in run.st.effects.values()} == {"completed", "failed"}   # the demo's LLM fails once
+        assert run.unreported() == []
