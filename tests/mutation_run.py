@@ -41,8 +41,9 @@ TESTS: dict[str, tuple[str, ...]] = {
                           "tests/test_verify_explore.py"),
     "verify/checks.py": ("tests/test_verify_verdict.py", "tests/test_verify_checks.py",
                          "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
-    "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_journal_durable.py",
-                            "tests/test_durable_approvals.py", "tests/test_crash_faults.py"),
+    "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_snapshots.py",
+                            "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
+                            "tests/test_crash_faults.py"),
     "verify/harness.py": ("tests/test_conformance_harness.py", "tests/test_conformance_history.py"),
 }
 # The package's source directories and where each sits in the installed package.

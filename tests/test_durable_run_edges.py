@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from agentfsm.impl.durable.journal import JournalError, Loaded
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import CallSpec, DurableRun, describe_call
+from agentfsm.impl.durable.run import CallSpec, DurableRun, Options, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
-from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table, load_table_bytes
 from conftest import ROOT, run_cli
 
 LOOM = ROOT / "spec" / "loom-agent.yaml"
+CRASH_BEFORE_COMPLETED = 5   # the memory store's write boundary right before an effect's completed record
 
 
 def effect(tool: str = "", args: object = None) -> Effect:
@@ -115,3 +116,24 @@ def test_the_loom_agent_runs_durably_in_process(tmp_path: Path, capsys: pytest.C
         assert all(e.reported for e in run.st.effects.values())
         assert {e.status for e in run.st.effects.values()} == {"completed", "failed"}   # the demo's LLM fails once
         assert run.unreported() == []
+
+
+def test_an_idempotent_effect_that_keeps_outliving_its_owner_becomes_a_decision(loom: Table) -> None:
+    """SendLlmRequest (idempotent) is started and its owner dies before ``completed``, twice:
+    with ``max_attempts=2`` it is not retried a third time but left to the user, saying why."""
+    store, ledger = MemoryStore(), MemoryLedger()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
+    store.arm(CRASH_BEFORE_COMPLETED)
+    with pytest.raises(Crash, match="before completed"):
+        run.deliver("UserInput", event_id="1")
+    store.arm(CRASH_BEFORE_COMPLETED)
+    with pytest.raises(Crash, match="before completed"):
+        DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=2))
+    store.arm(None)
+    again = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=2))
+    [decision] = again.decisions()
+    assert (decision.kind, decision.id, again.st.effects["r/2/0"].attempts) == ("unknown-effect", "r/2/0", 2)
+    assert "(started 2 times, it never completed before its owner stopped or lost the lease" in decision.message
+    retried = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=3))
+    assert retried.decisions() == [] and retried.st.effects["r/2/0"].status == "completed"
+    assert ledger.executions()["r/2/0"] == 1     # idempotent: the service ran it once, whatever the retries

@@ -5,6 +5,7 @@ the ignore policy, a dead eventless row, one timing per check. The mutation run
 
 from __future__ import annotations
 
+import pytest
 from agentfsm.spec import load_table_bytes
 from agentfsm.verify.checks import UnhandledPair, Verdict, run_checks
 from agentfsm.verify.explore import explore
@@ -78,3 +79,24 @@ def test_a_cycle_is_counted_in_steps_singular_and_plural() -> None:
     v = run_checks(explore(load_table_bytes(LOOPS.encode(), "loops.yaml")))
     messages = {c.name: c.message for c in v.checks if c.kind == "no-cycle-within"}
     assert messages == {"one": "a cycle of 1 step uses only a, from A", "two": "a cycle of 2 steps uses only b, from A"}
+
+
+LASSO = """format: 1
+machine: lasso
+states: {A: {initial: true}, B: {}, C: {final: true}}
+events: {a: {}, b: {}}
+transitions:
+ROWS
+properties:
+  - {name: end, eventually: [C]}
+"""
+
+
+@pytest.mark.parametrize(("rows", "lasso"), [
+    ("  - {from: A, on: a, to: A}", "A (1 step)"),
+    ("  - {from: A, on: b, to: B}\n  - {from: B, on: b, to: A}", "A (2 steps)"),
+])
+def test_a_lasso_is_counted_in_steps_singular_and_plural(rows: str, lasso: str) -> None:
+    table = load_table_bytes(LASSO.replace("ROWS", rows).encode(), "lasso.yaml")
+    (result,) = [c for c in run_checks(explore(table)).checks if c.kind == "eventually"]
+    assert not result.ok and f"cycles forever through {lasso} without reaching" in result.message, result.message
