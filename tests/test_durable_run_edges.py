@@ -5,12 +5,13 @@ event, and how an effect is shown to the user deciding it. The mutation run
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import JournalError, Loaded
+from agentfsm.impl.durable.journal import Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import CallSpec, DurableRun, Options, describe_call
+from agentfsm.impl.durable.run import CallSpec, DurableRun, Options, Report, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
@@ -137,3 +138,35 @@ def test_an_idempotent_effect_that_keeps_outliving_its_owner_becomes_a_decision(
     retried = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=3))
     assert retried.decisions() == [] and retried.st.effects["r/2/0"].status == "completed"
     assert ledger.executions()["r/2/0"] == 1     # idempotent: the service ran it once, whatever the retries
+
+
+def test_an_unknown_event_or_report_is_refused_before_anything_is_written(loom: Table) -> None:
+    store = MemoryStore()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    with pytest.raises(ValueError, match=r"^loom-agent has no event 'Nope'$"):
+        run.deliver("Nope")
+    with pytest.raises(ValueError, match=r"^no effect 'r/9/0' to report$"):
+        run.deliver("UserInput", reports=Report("r/9/0", "completed", None))
+    assert [r.kind for r in store.records("r")] == ["created"]
+
+
+class Contended(MemoryStore):
+    """A store where another writer always got there first: every append is a lost CAS."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tries = 0
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, object] | None = None) -> list[Record]:
+        self.tries += 1
+        raise Conflict(run_id, expect, expect + 1)
+
+
+@pytest.mark.parametrize(("options", "tries"), [(Options(), 100), (Options(max_conflicts=3), 3)])
+def test_a_run_gives_up_after_max_conflicts_lost_writes(loom: Table, options: Options, tries: int) -> None:
+    store = Contended()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False), options=options)
+    with pytest.raises(JournalError, match=f"^run 'r': gave up after {tries} write conflicts$"):
+        run.deliver("UserInput")
+    assert store.tries == tries
