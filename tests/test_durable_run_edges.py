@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agentfsm.impl.durable.journal import Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import CallSpec, DurableRun, Options, Report, describe_call
+from agentfsm.impl.durable.run import CallSpec, DecisionError, DurableRun, Options, Report, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
@@ -170,3 +170,37 @@ def test_a_run_gives_up_after_max_conflicts_lost_writes(loom: Table, options: Op
     with pytest.raises(JournalError, match=f"^run 'r': gave up after {tries} write conflicts$"):
         run.deliver("UserInput")
     assert store.tries == tries
+
+
+def unknown_tools_effect(loom: Table) -> tuple[MemoryStore, MemoryLedger, DurableRun]:
+    """A run whose ExecuteTools effect (not idempotent, no status query) crashed before its
+    outcome: after the reopen it is unknown, a decision for the user."""
+    store, ledger = MemoryStore(), MemoryLedger()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
+    run.deliver("UserInput", event_id="1")
+    store.arm(CRASH_BEFORE_COMPLETED)
+    with pytest.raises(Crash, match="before completed"):
+        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
+    store.arm(None)
+    return store, ledger, DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False))
+
+
+def test_settled_outcomes_are_unreported_until_an_event_feeds_them_back(loom: Table) -> None:
+    _, _, run = unknown_tools_effect(loom)
+    assert [(e.key, e.status, e.via) for e in run.unreported()] == [("r/2/0", "completed", "run")]
+    run.decide("r/5/0", "completed", {"note": "by hand"})
+    assert [(e.key, e.status, e.via) for e in run.unreported()] == [("r/2/0", "completed", "run"),
+                                                                     ("r/5/0", "completed", "user")]
+
+
+@pytest.mark.parametrize(("id", "decision", "message"), [
+    ("r/2/0", "completed", "no unknown effect 'r/2/0' to decide"),       # settled long ago
+    ("r/7/0", "completed", "no unknown effect 'r/7/0' to decide"),       # no such effect
+    ("r/5/0", "continue", "decide 'r/5/0' as completed, failed or rerun, not 'continue'"),
+])
+def test_a_decision_that_settles_nothing_is_refused(loom: Table, id: str, decision: str, message: str) -> None:
+    store, _, run = unknown_tools_effect(loom)
+    records = len(store.records("r"))
+    with pytest.raises(DecisionError) as caught:
+        run.decide(id, decision)
+    assert str(caught.value) == message and len(store.records("r")) == records
