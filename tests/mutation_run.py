@@ -8,7 +8,7 @@ timeout (counted as detected). Two worker processes share the mutants; each keep
 of the package and forks a pytest per mutant from a process that has already imported the
 heavy libraries (not agentfsm), so a mutant costs its tests, not an interpreter start.
 
-    .venv/bin/python tests/mutation_run.py [--module spec/semantics.py] [--out results.json]
+    .venv/bin/python tests/mutation_run.py [--module spec/semantics.py] [--out results.json] [--survivors results.json]
 
 ``tests/test_mutation.py`` runs it under ``make test-slow`` and compares with the published
 results in tests/mutation_baseline.json (docs/testing.md, "Mutation score").
@@ -119,10 +119,12 @@ def _run_one(module: str, source: str, timeout: float) -> tuple[str, float]:
         path.write_text(original)
 
 
-def run(modules: list[str], jobs: int = 2, log: bool = True) -> dict[str, dict[str, str]]:
-    """Every mutant of ``modules``: {module: {mutant key: status}}. Each module's tests first run
-    on its unmutated (but re-printed) source; if they fail there, the run stops with an error."""
-    found = {module: mutants(module, (ROOT / module).read_text()) for module in modules}
+def run(modules: list[str], jobs: int = 2, log: bool = True, only: set[str] | None = None) -> dict[str, dict[str, str]]:
+    """Every mutant of ``modules`` (or those named in ``only``): {module: {mutant key: status}}.
+    Each module's tests first run on its unmutated (but re-printed) source; if they fail there,
+    the run stops with an error."""
+    found = {module: [m for m in mutants(module, (ROOT / module).read_text()) if only is None or m.key in only]
+             for module in modules}
     results: dict[str, dict[str, str]] = {module: {} for module in modules}
     with (tempfile.TemporaryDirectory(prefix="agentfsm-mutation-") as scratch,
           ProcessPoolExecutor(jobs, mp_context=get_context("fork"), initializer=_start_worker,
@@ -191,9 +193,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write {module: {mutant: status}} as JSON here")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--write-baseline", action="store_true", help=f"publish this run as {BASELINE.name}")
+    parser.add_argument("--survivors", type=Path, metavar="RESULTS",
+                        help="run only the mutants that survived in this earlier --out file (the rest keep its status)")
     args = parser.parse_args()
     started = time.monotonic()
-    results = run(args.module or list(TESTS), args.jobs)
+    modules = args.module or list(TESTS)
+    if args.survivors:
+        earlier: dict[str, dict[str, str]] = json.loads(args.survivors.read_text())
+        again = run(modules, args.jobs, only={k for s in earlier.values() for k, v in s.items() if v == "survived"})
+        results = {m: {**earlier.get(m, {}), **again[m]} for m in modules}
+    else:
+        results = run(modules, args.jobs)
     equivalent = json.loads(BASELINE.read_text())["equivalent"] if BASELINE.exists() else {}
     print("\n".join(summary(results, equivalent)))
     for statuses in results.values():
