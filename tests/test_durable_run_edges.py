@@ -204,3 +204,12 @@ def test_a_decision_that_settles_nothing_is_refused(loom: Table, id: str, decisi
     with pytest.raises(DecisionError) as caught:
         run.decide(id, decision)
     assert str(caught.value) == message and len(store.records("r")) == records
+
+
+def test_a_non_idempotent_effect_is_never_said_to_outlive_its_owners(loom: Table) -> None:
+    store, ledger, _ = unknown_tools_effect(loom)
+    run = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=1))
+    [decision] = run.decisions()
+    assert run.st.effects["r/5/0"].attempts == 1 and "(started" not in decision.message
+    assert decision.message.endswith("may or may not have run: its outcome is unknown; decide completed, failed "
+                                     "or rerun")
