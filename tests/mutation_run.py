@@ -44,7 +44,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py"),
-    "verify/harness.py": ("tests/test_conformance_harness.py", "tests/test_conformance_history.py"),
+    "verify/harness.py": ("tests/test_harness_process.py", "tests/test_conformance_harness.py",
+                          "tests/test_conformance_history.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "diagrams": "diagrams"}
