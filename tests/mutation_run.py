@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -53,6 +55,7 @@ PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "
 PRELOAD = ("pytest", "hypothesis", "numpy", "scipy.sparse", "yaml", "jsonschema", "transitions", "graphviz",
            "sqlite3", "_pytest.pytester")
 BASELINE = ROOT / "tests" / "mutation_baseline.json"
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def copy_package(into: Path) -> Path:
@@ -75,6 +78,9 @@ def _start_worker(scratch: str) -> None:
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
     os.chdir(_copy)
+    # A mutant may stop the harness from killing its adapters (which run in sessions of their
+    # own): as the subreaper, this worker inherits them and kills them after each mutant.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     for name in PRELOAD:
         __import__(name)
     assert "agentfsm" not in sys.modules
@@ -108,6 +114,21 @@ def _pytest_exit(tests: tuple[str, ...], timeout: float) -> str:
         time.sleep(0.05)
 
 
+def _kill_orphans() -> None:
+    """Kill and reap whatever the mutant's tests left running (inherited by this subreaper)."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(stat.parent.name), 0)
+
+
 def _run_one(module: str, source: str, timeout: float) -> tuple[str, float]:
     assert _copy is not None
     path = _copy / "agentfsm" / module
@@ -118,6 +139,7 @@ def _run_one(module: str, source: str, timeout: float) -> tuple[str, float]:
         return _pytest_exit(TESTS[module], timeout), time.monotonic() - started
     finally:
         path.write_text(original)
+        _kill_orphans()
 
 
 def run(modules: list[str], jobs: int = 2, log: bool = True, only: set[str] | None = None) -> dict[str, dict[str, str]]:
