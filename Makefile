@@ -61,7 +61,8 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/pytest
 
-# The exhaustive runs kept out of make test (mutation score of every bundled table, ...), then
+# The exhaustive runs kept out of make test (mutation score of every bundled table, the mutation
+# run over the project's own code: docs/testing.md, ...), then
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow

@@ -35,7 +35,6 @@ FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 EXERCISED_ELSEWHERE: dict[tuple[str, str], str] = {
     ("crash", "--kill"): "Makefile: make crash",
     ("worker", "--status-query"): "verify/chaos.py: the workers campaign (make chaos)",
-    ("chaos", "--json"): "not yet exercised: make chaos runs the campaigns through the Python API",
 }
 
 
@@ -125,6 +124,17 @@ def test_conform_shell_runs_the_adapter_through_sh(capsys: pytest.CaptureFixture
     assert "conform loom-agent:" in out
     code, _, _ = run_cli(["conform", str(LOOM), "--adapter", command, "--sets", "rows"], capsys)
     assert code != 0   # without --shell, `cd` is a program name, not a shell built-in
+
+
+def test_chaos_json_counts_one_trial(capsys: pytest.CaptureFixture[str]) -> None:
+    """The cheapest campaign (a second resumer races the first, about 4 s): one JSON object,
+    every count of the row the table output prints, and the fault really injected."""
+    code, out, err = run_cli(["chaos", "--scenario", "two-resumers", "--trials", "1", "--seed", "3", "--json"], capsys)
+    assert code == 0, err
+    report = json.loads(out)
+    assert set(report) == {"ok", "seed", "rows"} and report["ok"] is True and report["seed"] == 3
+    assert report["rows"] == [{"scenario": "two-resumers", "trials": 1, "faults": 1, "duplicated": 0, "lost": 0,
+                               "stuck": 0, "unclean": 0, "damaged": 0, "repaired": 0, "notes": []}]
 
 
 @pytest.mark.slow   # every mutant in its own adapter process
