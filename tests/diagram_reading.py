@@ -49,10 +49,17 @@ class MermaidDiagram:
     parents: dict[str, str] = field(default_factory=dict)          # id -> the composite state holding it
 
     def labels(self, source: str, target: str) -> list[str]:
-        """Every text that draws a move from ``source`` to ``target``: the edges' labels, and for
-        a self-loop also each line listed in the state's box."""
+        """Every text that draws a move from ``source`` to ``target``: the edges' labels, and the
+        lines listed in the source's box: for a self-loop those that stay, for another target
+        those ending ``→ target`` (the rows of an edge drawn unlabeled, the suffix cut off)."""
         found = [label for s, t, label in self.edges if (s, t) == (source, target)]
-        return found + (self.descriptions.get(source, []) if source == target else [])
+        for line in self.descriptions.get(source, []):
+            row, arrow, goes_to = line.rpartition("→")
+            if not arrow and source == target:
+                found.append(line)
+            elif arrow and goes_to.strip() in (target, self.states.get(target)):
+                found.append(row.strip())
+        return found
 
 
 _ID = r"[^\s:{}\"]+"

@@ -112,6 +112,19 @@ def test_a_self_loop_missing_from_its_box_is_caught() -> None:
     assert not any(names_in_order(label, names) for label in broken.labels("CallingLlm", "CallingLlm"))
 
 
+def test_a_row_listed_in_its_source_box_counts_for_its_target_only() -> None:
+    """A returning edge is drawn unlabeled, its rows listed in the source's box ending '→ Target':
+    such a row draws a move to Target, not a self-loop, and losing the line is caught."""
+    picture = (PICTURES / "loom-agent.mmd").read_text(encoding="utf-8")
+    diagram = read_mermaid(picture)
+    names = ["RetryTimeoutFired", "SendLlmRequest"]
+    assert any(names_in_order(label, names) for label in diagram.labels("Error", "CallingLlm"))
+    assert not any(names_in_order(label, names) for label in diagram.labels("Error", "Error"))
+    lines = [line for line in picture.split("\n") if not ("Error :" in line and "RetryTimeoutFired" in line)]
+    broken = read_mermaid("\n".join(lines))
+    assert not any(names_in_order(label, names) for label in broken.labels("Error", "CallingLlm"))
+
+
 MERMAID_GRAMMAR = """---
 title: "any front matter"
 ---
