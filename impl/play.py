@@ -21,6 +21,8 @@ from agentfsm.impl.script import AgentScript, EventScript, Turn
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
 
+from agentfsm.cliutil import BadInput
+
 Emit = Callable[[str], None]
 
 
@@ -118,6 +120,17 @@ class Durability:
     resume: bool = False
     decisions: Mapping[str, str] = field(default_factory=dict)
 
+    def recovers(self, reporter: Reporter) -> bool:
+        """Whether the run is recovered (``--resume`` of a run the store holds). A run killed before
+        its first write is not in the store: resuming it starts it, and says so; deciding
+        anything for it is bad input."""
+        exists = self.resume and self.run_id in self.store.runs()
+        if self.decisions and not exists:
+            raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
+        if self.resume and not exists:
+            reporter.note("resume", f"run {self.run_id} is not in the store (nothing was journaled): starting it")
+        return exists
+
 
 class Numbering(Conversing, Protocol):
     """An agent whose inputs can carry event ids (a durable run's)."""
@@ -178,9 +191,10 @@ async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter:
     turns: Sequence[Turn] = script.inputs
     speaker: Conversing = agent
     if durable is not None:
-        link = DurableLink.open(agent, agent, durable.store, durable.run_id, durable.resume, durable.decisions)
+        exists = durable.recovers(reporter)
+        link = DurableLink.open(agent, agent, durable.store, durable.run_id, exists, durable.decisions)
         run = link.run
-        if durable.resume:
+        if exists:
             reporter.note("resume", f"run {durable.run_id} recovered at version {run.version} in {run.state}")
         if run.terminal:
             reporter.note("done", f"the run has ended in {run.state}; nothing to do")

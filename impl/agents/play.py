@@ -43,8 +43,6 @@ from agentfsm.impl.play import (
 from agentfsm.impl.script import AgentScript, Turn
 from agentfsm.spec import Table
 
-from agentfsm.cliutil import BadInput
-
 
 @dataclass(frozen=True)
 class Run:
@@ -191,11 +189,7 @@ async def play_vibework(run: Run) -> int:
     speaker: Conversing = agent
     durable = run.durable
     if durable is not None:
-        exists = durable.resume and durable.run_id in durable.store.runs()
-        if durable.decisions and not exists:
-            raise BadInput(f"--decide: run {durable.run_id} is not in the store, so it has nothing to decide")
-        if durable.resume and not exists:  # killed before its first write: nothing to recover
-            reporter.note("resume", f"run {durable.run_id} is not in the store (nothing was journaled): starting it")
+        exists = durable.recovers(reporter)
         link = DurableLink.open(agent, agent, durable.store, durable.run_id, exists, durable.decisions)
         if exists:
             reporter.note("resume", f"run {durable.run_id} recovered at version {link.run.version} in "
