@@ -45,7 +45,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                          "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
     "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
-                            "tests/test_crash_faults.py"),
+                            "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
+                            "tests/test_durable_tool_call.py"),
     "verify/harness.py": ("tests/test_harness_process.py", "tests/test_conformance_harness.py",
                           "tests/test_conformance_history.py"),
 }
