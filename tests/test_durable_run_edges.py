@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import Conflict, Entry, JournalError, Loaded, Record
+from agentfsm.impl.durable.journal import STARTED, Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import CallSpec, DecisionError, DurableRun, Options, Report, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
@@ -170,6 +170,43 @@ def test_a_run_gives_up_after_max_conflicts_lost_writes(loom: Table, options: Op
     with pytest.raises(JournalError, match=f"^run 'r': gave up after {tries} write conflicts$"):
         run.deliver("UserInput")
     assert store.tries == tries
+
+
+class StartedElsewhere(MemoryStore):
+    """A store where another writer journals the same ``started`` first (``conflicts`` times when
+    ``lost_only``: the write is lost but nobody else wrote), so our ``started`` append conflicts."""
+
+    def __init__(self, conflicts: int, lost_only: bool = False) -> None:
+        super().__init__()
+        self.conflicts, self.lost_only, self.started_tries = conflicts, lost_only, 0
+
+    def append(self, run_id: str, expect: int, entries: Sequence[Entry],
+               snapshot: Mapping[str, object] | None = None) -> list[Record]:
+        if any(e.kind == STARTED for e in entries):
+            self.started_tries += 1
+            if self.started_tries <= self.conflicts:
+                if not self.lost_only:
+                    super().append(run_id, expect, entries)   # the other writer got there first
+                raise Conflict(run_id, expect, expect + 1)
+        return super().append(run_id, expect, entries, snapshot)
+
+
+def test_an_effect_started_by_another_writer_is_left_to_it(loom: Table) -> None:
+    """The lost ``started`` write is read back (reload): the effect is no longer ours to start."""
+    store, ledger = StartedElsewhere(conflicts=1), MemoryLedger()
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
+    run.deliver("UserInput", event_id="1")
+    assert store.started_tries == 1 and not ledger.executions()
+    assert [r.kind for r in store.records("r")].count(STARTED) == 1
+
+
+def test_effect_progress_gives_up_after_max_conflicts_lost_writes(loom: Table) -> None:
+    store = StartedElsewhere(conflicts=10**6, lost_only=True)
+    run = DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False),
+                            options=Options(max_conflicts=3))
+    with pytest.raises(JournalError, match=r"^run 'r': gave up after 3 write conflicts$"):
+        run.deliver("UserInput", event_id="1")
+    assert store.started_tries == 3
 
 
 def unknown_tools_effect(loom: Table) -> tuple[MemoryStore, MemoryLedger, DurableRun]:
