@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.impl.adapter import serve
-from agentfsm.impl.agents.play import PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
+from agentfsm.impl.agents.play import ASKS_PERMISSION, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
@@ -53,9 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--max-tool-rounds", type=int, metavar="N",
                      help="Loom agent: end a turn with an error after N tool batches (default: the script's "
                           "max_tool_rounds setting, else 25), so a model that keeps calling tools cannot run forever")
-    run.add_argument("--permission-policy", choices=("grant", "deny"), default="deny",
-                     help="answer to permission requests the script does not script, when stdin is not a "
-                          "terminal (on a terminal you are asked); default deny")
+    run.add_argument("--permission-policy", choices=("grant", "deny"),
+                     help="vibework and tool-call agents: answer to permission requests the script does not "
+                          "script, when stdin is not a terminal (on a terminal you are asked); default deny")
     add_set_option(run)
     durable_commands.add_run_options(run)
     run.set_defaults(func=run_run)
@@ -79,6 +79,11 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)
     durable_commands.check_run_options(args)
+    if args.permission_policy is not None and (isinstance(script, EventScript) or table.machine not in ASKS_PERMISSION):
+        raise BadInput(f"--permission-policy applies to the agents that ask permission "
+                       f"({', '.join(sorted(ASKS_PERMISSION))}) playing an agent script, not to this run of "
+                       f"{table.machine}")
+    args.permission_policy = args.permission_policy or "deny"
     if isinstance(script, EventScript):
         durable_commands.check_script(table, script, args.script)
         if args.store is not None:

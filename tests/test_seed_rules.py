@@ -380,6 +380,17 @@ def test_model_options_without_openai_are_bad_input(option: list[str], tmp_path:
     assert code == 2 and f"{option[0]} applies to --openai" in err
 
 
+@pytest.mark.parametrize("machine", AGENTS)
+def test_permission_policy_only_where_permission_is_asked(machine: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """--permission-policy was accepted silently by the agents that ask no permission."""
+    code, err = _run_agent(machine, tmp_path, capsys, "--permission-policy", "grant")
+    if machine in ("vibework-agent", "tool-call"):
+        assert code in (0, 1) and "Traceback" not in err, err
+    else:
+        assert code == 2 and "--permission-policy applies to the agents that ask permission" in err
+
+
 def test_a_model_is_refused_by_the_agent_that_calls_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run_agent("tool-call", tmp_path, capsys, "--openai", "http://localhost:9/v1", "--model", "m")
     assert code == 2 and "calls no model" in err

@@ -132,12 +132,6 @@ class ReportedQuestions:
         return answers
 
 
-def _permissions(run: Run) -> ReportedPermissions:
-    scripted = run.script.permissions
-    prompt = ScriptedPermissions(scripted) if scripted is not None else TerminalPrompt(policy=run.policy)
-    return ReportedPermissions(prompt, run.reporter)
-
-
 def _unused(run: Run, llm: ScriptedLlm) -> None:
     if run.model is None:
         report_unused(llm, run.reporter)
@@ -307,6 +301,7 @@ async def play_tool_call(run: Run) -> int:
 PLAYERS: dict[str, Player] = {"vibework-agent": play_vibework, "explorer-evaluator": play_explorer,
                               "tool-call": play_tool_call}
 SCRIPTED_ONLY = frozenset({"tool-call"})  # the players that call no model (``Run.model`` does not apply)
+ASKS_PERMISSION = frozenset({"vibework-agent", "tool-call"})  # the agents ``--permission-policy`` applies to
 
 # The ``settings`` each player's agent takes (the script's own keys cover the rest).
 _OWN = {"workdir", "allow"}
