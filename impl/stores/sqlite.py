@@ -142,17 +142,22 @@ class SqliteStore(SqlJournal):
             try:
                 self._conn = retry_lock_races(lambda: connect(self.path, timeout, same_thread), timeout)
             except sqlite3.DatabaseError as exc:
-                raise JournalError(f"{self.path}: not a journal store ({exc})") from None
+                raise self._open_failed(exc) from None
             _OPEN[self._key] += 1
             self._counted = True
         try:
             retry_lock_races(self._migrate, timeout)
         except sqlite3.DatabaseError as exc:
             self.close()
-            if isinstance(exc, sqlite3.OperationalError) and any(
-                    word in str(exc) for word in ("locked", "busy", "locking protocol")):
-                raise StoreFailed(f"{self.path}: {what_failed(exc)}") from None
-            raise JournalError(f"{self.path}: not a journal store ({exc})") from None
+            raise self._open_failed(exc) from None
+
+    def _open_failed(self, exc: sqlite3.DatabaseError) -> JournalError:
+        """Why opening failed: another process holding a lock says so; anything else means the
+        file is not a journal store."""
+        if isinstance(exc, sqlite3.OperationalError) and any(
+                word in str(exc) for word in ("locked", "busy", "locking protocol")):
+            return StoreFailed(f"{self.path}: {what_failed(exc)}")
+        return JournalError(f"{self.path}: not a journal store ({exc})")
 
     def _migrate(self) -> None:
         with self._transaction():
