@@ -16,7 +16,7 @@ from agentfsm.verify.explore import ExplorationLimit, explore
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
-from agentfsm.verify.replay import violations
+from agentfsm.verify.replay import print_violations, violations
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
 from agentfsm.verify.system_checks import SysVerdict
 from agentfsm.verify.system_commands import junit_suite as system_junit_suite
@@ -255,12 +255,7 @@ def run_replay(args: argparse.Namespace) -> int:
     title = f"{trace.kind} {trace.check}" if trace.check else (trace.kind or "trace")
     print(f"{table.machine}: replaying {title} ({len(trace.steps)} steps)")
     print("\n".join(format_trace(table, trace)))
-    found = violations(table, trace)
-    for line in found:
-        print(f"violated: {line}")
-    if not found:
-        print("no check is violated by this trace")
-    return EXIT_FAILED if found else EXIT_OK
+    return print_violations(violations(table, trace))
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentfsm.verify.checks import CheckResult, Verdict
 from agentfsm.verify.junit import Case, Suite
@@ -29,7 +29,17 @@ class Unverified:
 UNHANDLED_SHOWN = 12
 
 
-def check_title(check: CheckResult) -> str:
+class Named(Protocol):
+    """A check of a table or of a system, as far as its title goes."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+
+def check_title(check: Named) -> str:
     return f"{check.kind} {check.name}" if check.name else check.kind
 
 

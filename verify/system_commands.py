@@ -12,6 +12,8 @@ from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.junit import Case, Suite
+from agentfsm.verify.replay import print_violations
+from agentfsm.verify.report import check_title
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_replay import system_violations
@@ -23,7 +25,7 @@ from agentfsm.verify.system_trace import (
     replay,
 )
 
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
 
 
 def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -62,7 +64,7 @@ def text_report(verdict: SysVerdict) -> list[str]:
     lines = [f"{system.file}: system {system.name}: {len(ex.configs):,} configurations, {len(ex.edges_src):,} "
              f"steps ({ex.seconds:.2f}s{rate}; {symmetric})"]
     for check in verdict.checks:
-        title = f"{check.kind} {check.name}" if check.name else check.kind
+        title = check_title(check)
         lines.append(f"  {'ok  ' if check.ok else 'FAIL'} {title}: {check.message}")
         if check.trace is not None:
             lines.append("       counterexample:")
@@ -84,7 +86,7 @@ def junit_suite(verdict: SysVerdict) -> Suite:
     system = verdict.system
     cases = []
     for check in verdict.checks:
-        title = f"{check.kind} {check.name}" if check.name else check.kind
+        title = check_title(check)
         if check.ok:
             cases.append(Case(title))
             continue
@@ -125,12 +127,7 @@ def run_replay_system(system_path: str, trace_path: str) -> int:
         raise BadInput(f"{trace_path}: {exc}") from None
     print(f"{system.name}: replaying {title} ({len(trace.steps)} steps)")
     print("\n".join(format_steps(system, steps, trace.loop_start)))
-    found = system_violations(system, trace, steps)
-    for line in found:
-        print(f"violated: {line}")
-    if not found:
-        print("no check is violated by this trace")
-    return EXIT_FAILED if found else EXIT_OK
+    return print_violations(system_violations(system, trace, steps))
 
 
 def trace_json_text(system: System, trace: SystemTrace) -> bytes:
