@@ -33,8 +33,9 @@ def system_violations(system: System, trace: SystemTrace, steps: Sequence[tuple[
             found.append(f"invariant {name}: {text} is false in\n  " + "\n  ".join(describe_config(system, bad)))
     stepper = Stepper(system)
     last = configs[-1]
-    if trace.loop_start is None and next(stepper.successors(last), None) is None and live(system, last):
-        names = ", ".join(system.instances[i].name for i in live(system, last))
+    active = live(system, last)
+    if trace.loop_start is None and active and next(stepper.successors(last), None) is None:
+        names = ", ".join(system.instances[i].name for i in active)
         found.append(f"deadlock: no step is possible while {names} not final")
     prop = next((p for p in system.properties if p.name == trace.check and p.kind == trace.kind), None)
     if prop is not None:
