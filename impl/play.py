@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
 from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
-from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.engine import Engine, UnknownEvent
@@ -120,16 +120,19 @@ class Durability:
     resume: bool = False
     decisions: Mapping[str, str] = field(default_factory=dict)
 
-    def recovers(self, reporter: Reporter) -> bool:
-        """Whether the run is recovered (``--resume`` of a run the store holds). A run killed before
-        its first write is not in the store: resuming it starts it, and says so; deciding
-        anything for it is bad input."""
+    def link(self, driver: Driver, agent: EffectAgent, reporter: Reporter) -> DurableLink:
+        """Attach ``agent`` to the run: recovered (``--resume`` of a run the store holds, said so)
+        or created. A run killed before its first write is not in the store: resuming it starts
+        it, and says so; deciding anything for it is bad input."""
         exists = self.resume and self.run_id in self.store.runs()
         if self.decisions and not exists:
             raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
             reporter.note("resume", f"run {self.run_id} is not in the store (nothing was journaled): starting it")
-        return exists
+        link = DurableLink.open(driver, agent, self.store, self.run_id, exists, self.decisions)
+        if exists:
+            reporter.note("resume", f"run {self.run_id} recovered at version {link.run.version} in {link.run.state}")
+        return link
 
 
 class Numbering(Conversing, Protocol):
@@ -191,11 +194,8 @@ async def play_agent(table: Table, script: AgentScript, workdir: Path, reporter:
     turns: Sequence[Turn] = script.inputs
     speaker: Conversing = agent
     if durable is not None:
-        exists = durable.recovers(reporter)
-        link = DurableLink.open(agent, agent, durable.store, durable.run_id, exists, durable.decisions)
+        link = durable.link(agent, agent, reporter)
         run = link.run
-        if exists:
-            reporter.note("resume", f"run {durable.run_id} recovered at version {run.version} in {run.state}")
         if run.terminal:
             reporter.note("done", f"the run has ended in {run.state}; nothing to do")
             return 0

@@ -183,11 +183,7 @@ async def play_vibework(run: Run) -> int:
     speaker: Conversing = agent
     durable = run.durable
     if durable is not None:
-        exists = durable.recovers(reporter)
-        link = DurableLink.open(agent, agent, durable.store, durable.run_id, exists, durable.decisions)
-        if exists:
-            reporter.note("resume", f"run {durable.run_id} recovered at version {link.run.version} in "
-                                    f"{link.run.state}")
+        link = durable.link(agent, agent, reporter)
         if report_decisions(link.run, reporter):
             return 1
         used = vibework_used(link.run)
