@@ -1,0 +1,522 @@
+"""System exploration a batch of configurations at a time, as numpy array operations.
+
+The scalar explorer (``system_explore``) pays the interpreter for every edge: the
+successor generator, the routing, a tuple per successor, a sort under symmetry and a
+dict lookup. Here a batch (a run of consecutive configurations of the queue) is a matrix
+of small ints, one row per configuration (``Layout``): per instance its local code (the
+state and variables in mixed radix, state most significant), its mailbox as ``capacity``
+slots of message codes (0: empty), its stalled bit, and per fault the number spent.
+
+Each system step kind is applied to the whole batch at once: per (instance, event,
+parameter values) group, the rows are split by the instance's local code, and for each
+distinct code the instance's step is ``Stepper.instance_step`` itself (memoised: a
+group meets a handful of distinct local states however wide the frontier), so the step
+semantics and its errors are the scalar explorer's, never a copy. What the step does to
+the rest of the configuration (the new local code, the mailbox pop, the messages routed
+into the targets' slot columns, overflow, stalled bits, fault counters) is array work
+over all the rows of that code at once. Symmetry is a sort of the member blocks of each
+``count`` group by a key that orders as the scalar canonicalizer's tuples do.
+
+Same numbering as the scalar loop: successors are ordered by (configuration, step
+position, routing choice), the scalar generator's order, and numbered by first
+occurrence, so numbers, parents, edges and labels agree. The first finding of each kind
+is taken from the scalar ``Stepper`` on the first configuration the arrays flag for it,
+so its message is the scalar one word for word.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from agentfsm.spec.expr import Value
+from agentfsm.spec.semantics import SemanticError
+from agentfsm.spec.system_model import System
+from agentfsm.spec.system_trace import Label
+from agentfsm.verify.code_index import CodeIndex, DenseIndex, code_index
+from agentfsm.verify.explore_levels import _in_first_occurrence_order
+from agentfsm.verify.system_explore import (
+    Config,
+    ExplorationLimit,
+    InstConf,
+    Message,
+    Stepper,
+    SystemExploration,
+    symmetry_ranges,
+)
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+LEVEL_MIN: int | None = 256   # unexplored configurations that switch to batches (None: never); measured
+BATCH = 1 << 13   # configurations per batch at most
+MAX_MESSAGES = 1 << 15   # distinct linked messages a system may have for the array path
+WORD = 62   # bits of the first key word; later words get 31 bits beside a 32-bit prefix number
+
+
+def _local_radix(system: System, i: int) -> list[tuple[int, int, bool]]:
+    """Per field of instance ``i``'s local code (the state, then each variable): (size, low, bool)."""
+    table = system.instances[i].table
+    fields = [(len(table.states), 0, False)]
+    fields += [(v.size, 0 if v.type == "bool" else v.lo, v.type == "bool") for v in table.variables]
+    return fields
+
+
+def _messages(system: System) -> list[Message] | None:
+    """Every message a link can carry, sorted as the scalar explorer's tuples compare (so that
+    codes order mailboxes as tuples do), or None when there are too many."""
+    found: set[Message] = set()
+    for link in system.links:
+        for source in sorted(link.sources):
+            inst = system.instances[source]
+            action = inst.table.action_index[link.action]
+            domains = [(inst.member,) if k < 0 else action.params[k].domain for k in link.params]
+            count = 1
+            for domain in domains:
+                count *= len(domain)
+            if len(found) + count > MAX_MESSAGES:
+                return None
+            found.update((link.event, values) for values in itertools.product(*domains))
+    return sorted(found)
+
+
+class Layout:
+    """Where each part of a system configuration lives in a row, and the row's unique key.
+
+    Columns: each instance's local code, then each instance's mailbox slots, then the
+    stalled bits, then the fault counters. The key packs the columns into one int64:
+    when they do not fit in ``WORD`` bits, the leading word is replaced by its number in
+    a visited set of prefixes (chained), so keys stay injective."""
+
+    def __init__(self, system: System, messages: list[Message]) -> None:
+        n = len(system.instances)
+        self.system = system
+        self.messages: list[Message] = [("", ()), *messages]   # code 0: an empty slot
+        self.message_code = {m: k + 1 for k, m in enumerate(messages)}
+        self.radix = [_local_radix(system, i) for i in range(n)]
+        self.local_size = [int(np.prod([size for size, _, _ in fields], dtype=object)) for fields in self.radix]
+        self.box = []   # first slot column of each instance
+        column = n
+        for inst in system.instances:
+            self.box.append(column)
+            column += inst.capacity
+        self.stalled = column
+        self.spent = column + n
+        self.width = self.spent + len(system.faults)
+        message_bits = max(1, len(messages).bit_length())
+        self.bits = [max(1, (s - 1).bit_length()) for s in self.local_size]
+        self.bits += [message_bits] * (self.stalled - n) + [1] * n
+        self.bits += [max(1, f.max.bit_length()) for f in system.faults]
+        self.words = self._words()
+        self.prefixes: list[CodeIndex] = [CodeIndex() for _ in self.words[1:]]
+        self.prefix_counts = [0 for _ in self.words[1:]]
+        self.local_memo: dict[tuple[int, int], InstConf] = {}
+        self.dtype = np.int64
+
+    def _words(self) -> list[list[int]]:
+        """The columns of each key word, widest first."""
+        order = sorted(range(self.width), key=lambda c: -self.bits[c])
+        words: list[list[int]] = [[]]
+        used, room = 0, WORD
+        for c in order:
+            if used + self.bits[c] > room:
+                words.append([])
+                used, room = 0, WORD - 32
+            words[-1].append(c)
+            used += self.bits[c]
+        return words
+
+    def fits(self) -> bool:
+        """Whether every column fits in its key word."""
+        return all(sum(self.bits[c] for c in word) <= (WORD if k == 0 else WORD - 32)
+                   for k, word in enumerate(self.words))
+
+    def key_bits(self) -> int:
+        return sum(self.bits[c] for c in self.words[-1]) + (32 if len(self.words) > 1 else 0)
+
+    def _pack(self, rows: Ints, word: list[int]) -> Ints:
+        code = np.zeros(len(rows), dtype=np.int64)
+        for c in word:
+            code = (code << self.bits[c]) | rows[:, c]
+        return code
+
+    def keys(self, rows: Ints) -> Ints:
+        """The unique int64 key of each row."""
+        code = self._pack(rows, self.words[0])
+        for k, word in enumerate(self.words[1:]):
+            index = self.prefixes[k]
+            ids = index.lookup(code)
+            missing = ids < 0
+            if missing.any():
+                fresh, inverse = np.unique(code[missing], return_inverse=True)
+                numbers = self.prefix_counts[k] + np.arange(len(fresh), dtype=np.int64)
+                index.insert(fresh, numbers)
+                self.prefix_counts[k] += len(fresh)
+                ids[missing] = numbers[inverse]
+            code = (ids << sum(self.bits[c] for c in word)) | self._pack(rows, word)
+        return code
+
+    def local(self, i: int, conf: InstConf) -> int:
+        """Instance ``i``'s local code of (state, vars)."""
+        code = 0
+        for (size, lo, _), value in zip(self.radix[i], (conf[0], *conf[1]), strict=True):
+            code = code * size + int(value) - lo
+        return code
+
+    def unlocal(self, i: int, code: int) -> InstConf:
+        key = (i, code)
+        found = self.local_memo.get(key)
+        if found is None:
+            values: list[Value] = []
+            rest = code
+            for size, lo, is_bool in reversed(self.radix[i]):
+                rest, digit = divmod(rest, size)
+                values.append(bool(digit) if is_bool else digit + lo)
+            values.reverse()
+            found = self.local_memo[key] = (int(values[0]), tuple(values[1:]))
+        return found
+
+    def encode(self, config: Config) -> list[int]:
+        insts, boxes, stalled, spent = config
+        row = [self.local(i, conf) for i, conf in enumerate(insts)]
+        for i, box in enumerate(boxes):
+            codes = [self.message_code[m] for m in box]
+            row += codes + [0] * (self.system.instances[i].capacity - len(codes))
+        row += [int(flag) for flag in stalled] + list(spent)
+        return row
+
+    def decode(self, rows: Ints) -> list[Config]:
+        n = len(self.system.instances)
+        messages = self.messages
+        bounds = [(self.box[i], self.box[i] + self.system.instances[i].capacity) for i in range(n)]
+        configs: list[Config] = []
+        for row in rows.tolist():
+            insts = tuple(self.unlocal(i, row[i]) for i in range(n))
+            boxes = tuple(tuple(messages[m] for m in row[lo:hi] if m) for lo, hi in bounds)
+            configs.append((insts, boxes, tuple(bool(f) for f in row[self.stalled:self.spent]),
+                            tuple(row[self.spent:])))
+        return configs
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Instance ``i``'s step from one local code on one event: what the arrays need of it."""
+
+    error: str | None    # the SemanticError's kind: a finding and no successor
+    after: int           # the new local code
+    rejected_silently: bool   # rejected with no actions (an environment offer that is no step)
+    rejected: bool
+    routes: tuple[tuple[int, tuple[int, ...], bool], ...]   # (message code, targets, goes to any one)
+
+
+class Levels:
+    """The batch successor function of one system (with its layout and memoised instance steps)."""
+
+    def __init__(self, system: System, layout: Layout, symmetry: bool) -> None:
+        self.system = system
+        self.layout = layout
+        self.stepper = Stepper(system)
+        self.outcomes: dict[tuple[int, int, str, tuple[Value, ...]], Outcome] = {}
+        self.labels: list[Label] = []
+        self.label_ids: dict[Label, int] = {}
+        self.finals = [np.array([s.final for s in inst.table.states]) for inst in system.instances]
+        self.ranges = symmetry_ranges(system) if symmetry else []
+        self.blocks = [self._blocks(lo, hi) for lo, hi in self.ranges]
+
+    def label(self, label: Label) -> int:
+        found = self.label_ids.get(label)
+        if found is None:
+            found = self.label_ids[label] = len(self.labels)
+            self.labels.append(label)
+        return found
+
+    def outcome(self, i: int, local: int, event: str, params: tuple[Value, ...]) -> Outcome:
+        key = (i, local, event, params)
+        found = self.outcomes.get(key)
+        if found is None:
+            layout = self.layout
+            try:
+                result, routes = self.stepper.instance_step(i, layout.unlocal(i, local), event, params)
+            except SemanticError as exc:
+                found = Outcome(exc.kind, local, False, False, ())
+            else:
+                rejected = result.status == "rejected"
+                found = Outcome(None, layout.local(i, (result.state, result.vars)), rejected and not result.actions,
+                                rejected, tuple((layout.message_code[(m[1], m[2])], targets, m[3])
+                                                for m, targets in routes))
+            self.outcomes[key] = found
+        return found
+
+    # The successors of a batch
+
+    def batch(self, rows: Ints, configs: list[Config]) -> Successors:
+        """Every successor of ``rows`` (the representatives ``configs``), in the scalar order."""
+        out = Successors(self.layout.width)
+        system, layout = self.system, self.layout
+        n = len(rows)
+        stalled = rows[:, layout.stalled:layout.spent].astype(np.bool_)
+        slot = 0
+        for env in system.environment:
+            offered = (np.array([bool(env.guard(c)) for c in configs], dtype=np.bool_) if env.guard is not None
+                       else np.ones(n, dtype=np.bool_))
+            for i in env.instances:
+                where = np.flatnonzero(offered & ~stalled[:, i])
+                for params in env.choices:
+                    self._step(out, rows, where, rows, slot, "env", i, env.event, params)
+                    slot += 1
+        for i in range(len(system.instances)):
+            head = rows[:, layout.box[i]]
+            where = np.flatnonzero((head > 0) & ~stalled[:, i])
+            popped = self._pop(rows, i)
+            for code, part in _split(head[where]):
+                event, params = self.layout.messages[code]
+                self._step(out, rows, where[part], popped, slot, "deliver", i, event, params)
+            slot += 1
+        for f, fault in enumerate(system.faults):
+            open_ = np.flatnonzero(rows[:, layout.spent + f] < fault.max)
+            for i in sorted(fault.instances):
+                self._fault(out, rows, open_, slot, f, fault.kind, i)
+                slot += 1
+        for i in range(len(system.instances)):
+            where = np.flatnonzero(stalled[:, i])
+            new = rows[where].copy()
+            new[:, layout.stalled + i] = 0
+            out.add(where, new, slot, 0, self.label(("wake", i, "", (), ())))
+            slot += 1
+        return out
+
+    def _pop(self, rows: Ints, i: int) -> Ints:
+        """``rows`` with instance ``i``'s mailbox head removed."""
+        lo, hi = self.layout.box[i], self.layout.box[i] + self.system.instances[i].capacity
+        popped = rows.copy()
+        popped[:, lo:hi - 1] = rows[:, lo + 1:hi]
+        popped[:, hi - 1] = 0
+        return popped
+
+    def _step(self, out: Successors, rows: Ints, where: Ints, base: Ints, slot: int, kind: str, i: int,
+              event: str, params: tuple[Value, ...]) -> None:
+        """Instance ``i`` takes ``event(params)`` in the rows ``where`` (their successors start from ``base``)."""
+        if not len(where):
+            return
+        unhandled = kind == "deliver" and not self.system.rejectable(i, event)
+        for local, part in _split(rows[where, i]):
+            outcome = self.outcome(i, local, event, params)
+            sub = where[part]
+            if outcome.error is not None:
+                out.finding(outcome.error, sub)
+                continue
+            if kind == "env" and outcome.rejected_silently:
+                continue
+            note = unhandled and outcome.rejected
+            start = base[sub].copy()
+            start[:, i] = outcome.after
+            if note:
+                out.finding("unhandled-message", sub)
+            if not outcome.routes:
+                keep = np.ones(len(sub), dtype=np.bool_) if note else np.any(start != rows[sub], axis=1)
+                out.add(sub[keep], start[keep], slot, 0, self.label((kind, i, event, params, ())))
+                continue
+            for choice, targets in enumerate(itertools.product(*(t for _, t, _ in outcome.routes))):
+                new = start.copy()
+                over = np.zeros(len(sub), dtype=np.bool_)
+                for (code, _, _), target in zip(outcome.routes, targets, strict=True):
+                    full = self._append(new, target, code)
+                    over |= full
+                if over.any():
+                    out.finding("mailbox-overflow", sub[over])
+                keep = over | note | np.any(new != rows[sub], axis=1)
+                chosen = tuple(t for (_, _, is_any), t in zip(outcome.routes, targets, strict=True) if is_any)
+                out.add(sub[keep], new[keep], slot, choice, self.label((kind, i, event, params, chosen)))
+
+    def _append(self, rows: Ints, target: int, code: int) -> Bools:
+        """Append message ``code`` to ``target``'s mailbox in every row; return where it was full."""
+        lo, capacity = self.layout.box[target], self.system.instances[target].capacity
+        length = np.count_nonzero(rows[:, lo:lo + capacity], axis=1)
+        full: Bools = length >= capacity
+        room = np.flatnonzero(~full)
+        rows[room, lo + length[room]] = code
+        return full
+
+    def _fault(self, out: Successors, rows: Ints, where: Ints, slot: int, f: int, kind: str, i: int) -> None:
+        layout = self.layout
+        inst = self.system.instances[i]
+        lo, capacity = layout.box[i], inst.capacity
+        if kind == "crash":
+            new = rows[where].copy()
+            for local, part in _split(new[:, i]):
+                new[part, i] = self._crashed(i, local)
+            new[:, lo:lo + capacity] = 0
+            new[:, layout.stalled + i] = 0
+        else:
+            length = np.count_nonzero(rows[where, lo:lo + capacity], axis=1)
+            if kind == "lose":
+                where = where[length > 0]
+                new = self._pop(rows[where], i)
+            elif kind == "duplicate":
+                where = where[(length > 0) & (length < capacity)]
+                new = rows[where].copy()
+                new[:, lo + 1:lo + capacity] = rows[where, lo:lo + capacity - 1]
+            else:
+                states = rows[where, i] // (layout.local_size[i] // len(inst.table.states))
+                where = where[(rows[where, layout.stalled + i] == 0) & ~self.finals[i][states]]
+                new = rows[where].copy()
+                new[:, layout.stalled + i] = 1
+        new[:, layout.spent + f] += 1
+        if kind in ("lose", "duplicate"):
+            heads = rows[where, lo]
+            for code, part in _split(heads):
+                event, params = self.layout.messages[code]
+                out.add(where[part], new[part], slot, 0, self.label((kind, i, event, params, ())))
+        else:
+            out.add(where, new, slot, 0, self.label((kind, i, "", (), ())))
+
+    def _crashed(self, i: int, local: int) -> int:
+        inst = self.system.instances[i]
+        state, values = self.layout.unlocal(i, local)
+        table = inst.table
+        init = table.initial_vars()
+        kept = tuple(v if k in inst.durable_vars else init[k] for k, v in enumerate(values))
+        return self.layout.local(i, (state if inst.durable_state else table.initial.index, kept))
+
+    # Symmetry: the member blocks of each group sorted by a key ordered as the scalar tuples
+
+    def _blocks(self, lo: int, hi: int) -> Ints:
+        """Per member of a group, its columns: the local code, the mailbox slots, the stalled bit."""
+        layout = self.layout
+        capacity = self.system.instances[lo].capacity
+        return np.array([[m, *range(layout.box[m], layout.box[m] + capacity), layout.stalled + m]
+                         for m in range(lo, hi)], dtype=np.int64)
+
+    def symmetric(self) -> bool:
+        """Whether each member's sort key fits in 63 bits (else the array path is not exact)."""
+        return all(sum(self.layout.bits[c] for c in block[0]) <= 63 for block in self.blocks)
+
+    def canonical(self, rows: Ints) -> Ints:
+        """Each row's representative: every group's members sorted as ``canonicalizer`` sorts them."""
+        if not self.ranges or not len(rows):
+            return rows
+        bits = self.layout.bits
+        for block in self.blocks:
+            key = np.zeros((len(rows), len(block)), dtype=np.int64)
+            for m, columns in enumerate(block):
+                member = np.zeros(len(rows), dtype=np.int64)
+                for c in columns:
+                    member = (member << bits[int(c)]) | rows[:, c]
+                key[:, m] = member
+            order = np.argsort(key, axis=1, kind="stable")
+            if np.all(order == np.arange(len(block))):
+                continue
+            rows = rows.copy()
+            rows[:, block.ravel()] = rows[np.arange(len(rows))[:, None], block[order].reshape(len(rows), -1)]
+        return rows
+
+
+def _split(values: Ints) -> list[tuple[int, Ints]]:
+    """The positions of each distinct value, ascending."""
+    if not len(values):
+        return []
+    first = int(values[0])
+    if np.all(values == first):
+        return [(first, np.arange(len(values)))]
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = [*starts[1:].tolist(), len(values)]
+    return [(int(ordered[s]), order[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)]
+
+
+class Successors:
+    """A batch's successors as they are found (in any order), with their scalar positions."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.sources: list[Ints] = []
+        self.rows: list[Ints] = []
+        self.slots: list[int] = []
+        self.choices: list[int] = []
+        self.labels: list[int] = []
+        self.sizes: list[int] = []
+        self.findings: dict[str, int] = {}   # kind: the first source row that has it
+
+    def add(self, sources: Ints, rows: Ints, slot: int, choice: int, label: int) -> None:
+        if len(sources):
+            self.sources.append(sources)
+            self.rows.append(rows)
+            self.slots.append(slot)
+            self.choices.append(choice)
+            self.labels.append(label)
+            self.sizes.append(len(sources))
+
+    def finding(self, kind: str, sources: Ints) -> None:
+        first = int(sources.min())
+        self.findings[kind] = min(first, self.findings.get(kind, first))
+
+    def ordered(self) -> tuple[Ints, Ints, Ints]:
+        """(source row, successor row, label) of every edge in the scalar order."""
+        if not self.sources:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, np.empty((0, self.width), dtype=np.int64), empty
+        sizes = np.array(self.sizes, dtype=np.int64)
+        sources = np.concatenate(self.sources)
+        slots = np.repeat(np.array(self.slots, dtype=np.int64), sizes)
+        choices = np.repeat(np.array(self.choices, dtype=np.int64), sizes)
+        order = np.lexsort((choices, slots, sources))
+        labels = np.repeat(np.array(self.labels, dtype=np.int64), sizes)
+        return sources[order], np.concatenate(self.rows)[order], labels[order]
+
+
+def applicable(system: System, symmetry: bool) -> Levels | None:
+    """The batch successor function, or None when the array path cannot be exact for this system."""
+    messages = _messages(system)
+    if messages is None:
+        return None
+    layout = Layout(system, messages)
+    if not layout.fits():
+        return None
+    levels = Levels(system, layout, symmetry)
+    return levels if levels.symmetric() else None
+
+
+def run(levels: Levels, ex: SystemExploration, head: int, limit: int | None) -> None:
+    """Explore from configuration ``head`` on, batch by batch, to the end, continuing ``ex`` in place."""
+    layout = levels.layout
+    store = np.array([layout.encode(c) for c in ex.configs], dtype=np.int64).reshape(-1, layout.width)
+    index: CodeIndex | DenseIndex = code_index(1 << layout.key_bits(), len(ex.configs))
+    index.insert(layout.keys(store), np.arange(len(store), dtype=np.int64))
+    count = len(store)
+    while head < count:
+        n = min(count - head, BATCH)
+        out = levels.batch(store[head:head + n], ex.configs[head:head + n])
+        _first_findings(levels, ex, sorted({head + row for kind, row in out.findings.items()
+                                            if kind not in ex.step_findings}))
+        sources, rows, labels = out.ordered()
+        rows = levels.canonical(rows)
+        keys = layout.keys(rows)
+        distinct, at, rank = _in_first_occurrence_order(keys, layout.key_bits())
+        known = index.lookup(distinct)
+        new = np.flatnonzero(known < 0)
+        known[new] = count + np.arange(len(new), dtype=np.int64)
+        index.insert(distinct[new], known[new])
+        fresh = rows[at[new]]
+        ex.configs.extend(layout.decode(fresh))
+        ex.parent.extend((head + sources[at[new]]).tolist())
+        store = np.concatenate((store, fresh))
+        count += len(new)
+        ex.edges_src.extend((head + sources).tolist())
+        ex.edges_dst.extend(known[rank].tolist())
+        names = levels.labels
+        ex.edges_label.extend([names[k] for k in labels.tolist()])
+        ex.out_degree.extend(np.bincount(sources, minlength=n).tolist())
+        head += n
+        if limit is not None and count > limit:
+            raise ExplorationLimit(f"more than {limit} system configurations")
+
+
+def _first_findings(levels: Levels, ex: SystemExploration, nodes: list[int]) -> None:
+    """The scalar successors of the configurations where a finding kind first shows, in
+    order: the findings (and their messages) exactly as the scalar loop records them."""
+    for node in nodes:
+        for label, _, effect in levels.stepper.successors(ex.configs[node]):
+            for finding in effect.findings:
+                ex.step_findings.setdefault(finding.kind, (node, label, finding))
