@@ -262,7 +262,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     from agentfsm.verify import system_levels
     start = time.perf_counter()
     wide = system_levels.LEVEL_MIN
-    levels = system_levels.applicable(system, symmetry) if wide is not None else None
+    batches = system_levels.batches(system, symmetry) if wide is not None else None
     stepper = Stepper(system)
     canonical = canonicalizer(system, symmetry)
     first = canonical(initial_config(system))
@@ -270,9 +270,11 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     ex = SystemExploration(system, symmetry, [first], [-1])
     head = 0
     while head < len(ex.configs):
-        if levels is not None and wide is not None and len(ex.configs) - head >= wide:
-            system_levels.run(levels, ex, head, limit)   # a wide frontier: the rest a batch at a time
-            break
+        if batches is not None and wide is not None and len(ex.configs) - head >= wide:
+            known = len(ex.configs)   # a wide frontier: batches while it stays wide
+            head = batches.run(ex, head, limit)
+            index.update(zip(ex.configs[known:], range(known, len(ex.configs)), strict=True))
+            continue
         config = ex.configs[head]
         degree = 0
         for label, nxt, effect in stepper.successors(config):

@@ -27,7 +27,10 @@ so its message is the scalar one word for word.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,8 +51,10 @@ from agentfsm.verify.system_explore import (
 )
 
 Ints = npt.NDArray[np.int64]
+T = TypeVar("T")
 Bools = npt.NDArray[np.bool_]
 LEVEL_MIN: int | None = 256   # unexplored configurations that switch to batches (None: never); measured
+LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 BATCH = 1 << 13   # configurations per batch at most
 MAX_MESSAGES = 1 << 15   # distinct linked messages a system may have for the array path
 WORD = 62   # bits of the first key word; later words get 31 bits beside a 32-bit prefix number
@@ -187,16 +192,39 @@ class Layout:
         return row
 
     def decode(self, rows: Ints) -> list[Config]:
+        """The configurations of ``rows``: each part built once per distinct value, then zipped."""
         n = len(self.system.instances)
-        messages = self.messages
-        bounds = [(self.box[i], self.box[i] + self.system.instances[i].capacity) for i in range(n)]
-        configs: list[Config] = []
-        for row in rows.tolist():
-            insts = tuple(self.unlocal(i, row[i]) for i in range(n))
-            boxes = tuple(tuple(messages[m] for m in row[lo:hi] if m) for lo, hi in bounds)
-            configs.append((insts, boxes, tuple(bool(f) for f in row[self.stalled:self.spent]),
-                            tuple(row[self.spent:])))
-        return configs
+        insts = [_objects(rows[:, i], partial(self.unlocal, i)) for i in range(n)]
+        boxes = []
+        for i in range(n):
+            columns = list(range(self.box[i], self.box[i] + self.system.instances[i].capacity))
+            boxes.append(_objects(self._pack(rows, columns), partial(self._mailbox, columns)))
+        flags = list(range(self.stalled, self.spent))
+        stalled = _objects(self._pack(rows, flags), lambda code: tuple(bool(v) for v in self._unpack(code, flags)))
+        counters = list(range(self.spent, self.width))
+        spent = _objects(self._pack(rows, counters), lambda code: tuple(self._unpack(code, counters)))
+        return list(zip(zip(*insts, strict=True), zip(*boxes, strict=True), stalled, spent, strict=True))
+
+    def _mailbox(self, columns: list[int], code: int) -> tuple[Message, ...]:
+        return tuple(self.messages[m] for m in self._unpack(code, columns) if m)
+
+    def _unpack(self, code: int, columns: list[int]) -> list[int]:
+        """The values of ``columns`` packed into ``code`` by ``_pack``."""
+        values = []
+        for c in reversed(columns):
+            values.append(code & ((1 << self.bits[c]) - 1))
+            code >>= self.bits[c]
+        return values[::-1]
+
+
+def _objects(codes: Ints, make: Callable[[int], T]) -> list[T]:
+    """``make(code)`` for every code, calling ``make`` once per distinct code."""
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    made = np.empty(len(distinct), dtype=object)
+    for k, code in enumerate(distinct.tolist()):
+        made[k] = make(code)
+    found: list[T] = made[inverse.reshape(-1)].tolist()
+    return found
 
 
 @dataclass(frozen=True)
@@ -466,8 +494,8 @@ class Successors:
         return sources[order], np.concatenate(self.rows)[order], labels[order]
 
 
-def applicable(system: System, symmetry: bool) -> Levels | None:
-    """The batch successor function, or None when the array path cannot be exact for this system."""
+def batches(system: System, symmetry: bool) -> Batches | None:
+    """The array side of an exploration, or None when it cannot be exact for this system."""
     messages = _messages(system)
     if messages is None:
         return None
@@ -475,42 +503,69 @@ def applicable(system: System, symmetry: bool) -> Levels | None:
     if not layout.fits():
         return None
     levels = Levels(system, layout, symmetry)
-    return levels if levels.symmetric() else None
+    return Batches(levels) if levels.symmetric() else None
 
 
-def run(levels: Levels, ex: SystemExploration, head: int, limit: int | None) -> None:
-    """Explore from configuration ``head`` on, batch by batch, to the end, continuing ``ex`` in place."""
-    layout = levels.layout
-    store = np.array([layout.encode(c) for c in ex.configs], dtype=np.int64).reshape(-1, layout.width)
-    index: CodeIndex | DenseIndex = code_index(1 << layout.key_bits(), len(ex.configs))
-    index.insert(layout.keys(store), np.arange(len(store), dtype=np.int64))
-    count = len(store)
-    while head < count:
-        n = min(count - head, BATCH)
-        out = levels.batch(store[head:head + n], ex.configs[head:head + n])
-        _first_findings(levels, ex, sorted({head + row for kind, row in out.findings.items()
-                                            if kind not in ex.step_findings}))
-        sources, rows, labels = out.ordered()
-        rows = levels.canonical(rows)
-        keys = layout.keys(rows)
-        distinct, at, rank = _in_first_occurrence_order(keys, layout.key_bits())
-        known = index.lookup(distinct)
-        new = np.flatnonzero(known < 0)
-        known[new] = count + np.arange(len(new), dtype=np.int64)
-        index.insert(distinct[new], known[new])
-        fresh = rows[at[new]]
-        ex.configs.extend(layout.decode(fresh))
-        ex.parent.extend((head + sources[at[new]]).tolist())
-        store = np.concatenate((store, fresh))
-        count += len(new)
-        ex.edges_src.extend((head + sources).tolist())
-        ex.edges_dst.extend(known[rank].tolist())
-        names = levels.labels
-        ex.edges_label.extend([names[k] for k in labels.tolist()])
-        ex.out_degree.extend(np.bincount(sources, minlength=n).tolist())
-        head += n
-        if limit is not None and count > limit:
-            raise ExplorationLimit(f"more than {limit} system configurations")
+class Batches:
+    """The array side of an exploration: every configuration's row, and their keys' numbers.
+
+    Kept beside the scalar loop's dict for the whole exploration, so that switching
+    between the two (wide frontiers here, narrow ones there) costs only the rows the
+    other side added since."""
+
+    def __init__(self, levels: Levels) -> None:
+        self.levels = levels
+        layout = levels.layout
+        self.rows = np.zeros((1024, layout.width), dtype=np.int64)
+        self.count = 0
+        self.index: CodeIndex | DenseIndex = code_index(1 << layout.key_bits(), 1024)
+
+    def _add(self, rows: Ints) -> None:
+        """Append rows already numbered (the next numbers, in order)."""
+        if self.count + len(rows) > len(self.rows):
+            grown = np.zeros((2 * (self.count + len(rows)), self.rows.shape[1]), dtype=np.int64)
+            grown[:self.count] = self.rows[:self.count]
+            self.rows = grown
+        self.rows[self.count:self.count + len(rows)] = rows
+        self.count += len(rows)
+
+    def run(self, ex: SystemExploration, head: int, limit: int | None) -> int:
+        """Explore from configuration ``head`` on, batch by batch, continuing ``ex`` in place,
+        until nothing is left or fewer than ``LEVEL_LOW`` wait; returns where it stopped."""
+        levels, layout = self.levels, self.levels.layout
+        if self.count < len(ex.configs):   # what the scalar loop found since
+            rows = np.array([layout.encode(c) for c in ex.configs[self.count:]], dtype=np.int64)
+            self.index.insert(layout.keys(rows), self.count + np.arange(len(rows), dtype=np.int64))
+            self._add(rows)
+        count = self.count
+        while head < count:
+            n = min(count - head, BATCH)
+            out = levels.batch(self.rows[head:head + n], ex.configs[head:head + n])
+            _first_findings(levels, ex, sorted({head + row for kind, row in out.findings.items()
+                                                if kind not in ex.step_findings}))
+            sources, rows, labels = out.ordered()
+            rows = levels.canonical(rows)
+            distinct, at, rank = _in_first_occurrence_order(layout.keys(rows), layout.key_bits())
+            known = self.index.lookup(distinct)
+            new = np.flatnonzero(known < 0)
+            known[new] = count + np.arange(len(new), dtype=np.int64)
+            self.index.insert(distinct[new], known[new])
+            fresh = rows[at[new]]
+            self._add(fresh)
+            ex.configs.extend(layout.decode(fresh))
+            ex.parent.extend((head + sources[at[new]]).tolist())
+            count += len(new)
+            ex.edges_src.extend((head + sources).tolist())
+            ex.edges_dst.extend(known[rank].tolist())
+            names = levels.labels
+            ex.edges_label.extend([names[k] for k in labels.tolist()])
+            ex.out_degree.extend(np.bincount(sources, minlength=n).tolist())
+            head += n
+            if limit is not None and count > limit:
+                raise ExplorationLimit(f"more than {limit} system configurations")
+            if count - head < LEVEL_LOW:
+                break
+        return head
 
 
 def _first_findings(levels: Levels, ex: SystemExploration, nodes: list[int]) -> None:
