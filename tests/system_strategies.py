@@ -13,10 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentfsm.spec.errors import TableError
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
+from hypothesis import assume
 from hypothesis import strategies as st
 from strategies_tables import table_data
 
@@ -71,6 +73,16 @@ def system_files(draw: st.DrawFn, directory: Path) -> Path:
 
 def random_system(path: Path) -> System:
     return load_system(path)
+
+
+def drawn_system(data: st.DataObject, directory: Path) -> System:
+    """A random system drawn into ``directory`` and loaded (a drawing the loader rejects is skipped)."""
+    path = data.draw(system_files(directory))
+    try:
+        return random_system(path)
+    except TableError:
+        assume(False)
+        raise
 
 
 def closure(system: System) -> set[Conf]:

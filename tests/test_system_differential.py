@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify import spin
@@ -15,7 +14,7 @@ from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_promela import export_system_promela
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from system_strategies import closure, random_system, sorted_groups, system_files
+from system_strategies import closure, drawn_system, sorted_groups
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,12 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @given(st.data())
 def test_explorer_reaches_exactly_the_interleaving_closure(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = data.draw(system_files(Path(tmp)))
-        try:
-            system = random_system(path)
-        except TableError:
-            assume(False)
-            return
+        system = drawn_system(data, Path(tmp))
         expected = closure(system)
         full = explore_system(system, symmetry=False)
         assert set(full.configs) == expected
@@ -66,12 +60,7 @@ def test_spin_finds_the_invariant_violation(tmp_path: Path) -> None:
 @given(st.data())
 def test_spin_counts_random_systems_alike(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = data.draw(system_files(Path(tmp)))
-        try:
-            system = random_system(path)
-        except TableError:
-            assume(False)
-            return
+        system = drawn_system(data, Path(tmp))
         ex = explore_system(system, symmetry=False)
         assume(not set(ex.step_findings) & {"determinism", "bounds", "transient"})
         assert _spin_states(system, Path(tmp) / "spin") == len(ex.configs)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
@@ -272,7 +273,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     while head < len(ex.configs):
         if batches is not None and wide is not None and len(ex.configs) - head >= wide:
             known = len(ex.configs)   # a wide frontier: batches while it stays wide
-            head = batches.run(ex, head, limit)
+            head = batches.run(ex, head, limit, ex.step_findings, partial(first_findings, stepper, ex))
             index.update(zip(ex.configs[known:], range(known, len(ex.configs)), strict=True))
             continue
         config = ex.configs[head]
@@ -298,6 +299,14 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
             raise ExplorationLimit(f"more than {limit} system configurations")
     ex.seconds = time.perf_counter() - start
     return ex
+
+
+def first_findings(stepper: Stepper, ex: SystemExploration, nodes: list[int]) -> None:
+    """The findings of the steps from ``nodes``, in order, each kind's first kept (as the loop keeps them)."""
+    for node in nodes:
+        for label, _, effect in stepper.successors(ex.configs[node]):
+            for finding in effect.findings:
+                ex.step_findings.setdefault(finding.kind, (node, label, finding))
 
 
 class ExplorationLimit(Exception):

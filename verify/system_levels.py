@@ -27,10 +27,10 @@ so its message is the scalar one word for word.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,15 +40,7 @@ from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label
 from agentfsm.verify.code_index import CodeIndex, DenseIndex, code_index
 from agentfsm.verify.explore_levels import _in_first_occurrence_order
-from agentfsm.verify.system_explore import (
-    Config,
-    ExplorationLimit,
-    InstConf,
-    Message,
-    Stepper,
-    SystemExploration,
-    symmetry_ranges,
-)
+from agentfsm.verify.system_explore import Config, ExplorationLimit, InstConf, Message, Stepper, symmetry_ranges
 
 Ints = npt.NDArray[np.int64]
 T = TypeVar("T")
@@ -57,7 +49,19 @@ LEVEL_MIN: int | None = 256   # unexplored configurations that switch to batches
 LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 BATCH = 1 << 13   # configurations per batch at most
 MAX_MESSAGES = 1 << 15   # distinct linked messages a system may have for the array path
-WORD = 62   # bits of the first key word; later words get 31 bits beside a 32-bit prefix number
+WORD = 62   # bits of a key word: the first holds columns, each later one a prefix number and columns
+PREFIX = 32   # bits of a prefix number (its visited set numbers at most 2**32 prefixes)
+
+
+class Exploring(Protocol):
+    """The lists of a ``SystemExploration`` the batches continue."""
+
+    configs: list[Config]
+    parent: list[int]
+    edges_src: list[int]
+    edges_dst: list[int]
+    edges_label: list[Label]
+    out_degree: list[int]
 
 
 def _local_radix(system: System, i: int) -> list[tuple[int, int, bool]]:
@@ -127,18 +131,18 @@ class Layout:
         for c in order:
             if used + self.bits[c] > room:
                 words.append([])
-                used, room = 0, WORD - 32
+                used, room = 0, WORD - PREFIX
             words[-1].append(c)
             used += self.bits[c]
         return words
 
     def fits(self) -> bool:
         """Whether every column fits in its key word."""
-        return all(sum(self.bits[c] for c in word) <= (WORD if k == 0 else WORD - 32)
+        return all(sum(self.bits[c] for c in word) <= (WORD if k == 0 else WORD - PREFIX)
                    for k, word in enumerate(self.words))
 
     def key_bits(self) -> int:
-        return sum(self.bits[c] for c in self.words[-1]) + (32 if len(self.words) > 1 else 0)
+        return sum(self.bits[c] for c in self.words[-1]) + (PREFIX if len(self.words) > 1 else 0)
 
     def _pack(self, rows: Ints, word: list[int]) -> Ints:
         code = np.zeros(len(rows), dtype=np.int64)
@@ -529,9 +533,12 @@ class Batches:
         self.rows[self.count:self.count + len(rows)] = rows
         self.count += len(rows)
 
-    def run(self, ex: SystemExploration, head: int, limit: int | None) -> int:
+    def run(self, ex: Exploring, head: int, limit: int | None, known: Container[str],
+            findings: Callable[[list[int]], None]) -> int:
         """Explore from configuration ``head`` on, batch by batch, continuing ``ex`` in place,
-        until nothing is left or fewer than ``LEVEL_LOW`` wait; returns where it stopped."""
+        until nothing is left or fewer than ``LEVEL_LOW`` wait; returns where it stopped.
+        ``findings`` records, from the scalar successors, the findings of the configurations
+        where a kind not yet ``known`` first shows (so messages are the scalar loop's)."""
         levels, layout = self.levels, self.levels.layout
         if self.count < len(ex.configs):   # what the scalar loop found since
             rows = np.array([layout.encode(c) for c in ex.configs[self.count:]], dtype=np.int64)
@@ -541,8 +548,7 @@ class Batches:
         while head < count:
             n = min(count - head, BATCH)
             out = levels.batch(self.rows[head:head + n], ex.configs[head:head + n])
-            _first_findings(levels, ex, sorted({head + row for kind, row in out.findings.items()
-                                                if kind not in ex.step_findings}))
+            findings(sorted({head + row for kind, row in out.findings.items() if kind not in known}))
             sources, rows, labels = out.ordered()
             rows = levels.canonical(rows)
             distinct, at, rank = _in_first_occurrence_order(layout.keys(rows), layout.key_bits())
@@ -566,12 +572,3 @@ class Batches:
             if count - head < LEVEL_LOW:
                 break
         return head
-
-
-def _first_findings(levels: Levels, ex: SystemExploration, nodes: list[int]) -> None:
-    """The scalar successors of the configurations where a finding kind first shows, in
-    order: the findings (and their messages) exactly as the scalar loop records them."""
-    for node in nodes:
-        for label, _, effect in levels.stepper.successors(ex.configs[node]):
-            for finding in effect.findings:
-                ex.step_findings.setdefault(finding.kind, (node, label, finding))

@@ -1,0 +1,130 @@
+"""The batch system explorer against the scalar loop: the same SystemExploration (configurations,
+numbering, parents, edges and their labels, out-degrees, first findings) and the same verdicts
+and traces, on every bundled and test system and on hypothesis systems, with symmetry on and
+off, the batches forced from the first configuration and at the shipped threshold."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_model import System
+from agentfsm.verify import code_index, system_levels
+from agentfsm.verify.system_checks import run_system_checks
+from agentfsm.verify.system_explore import ExplorationLimit, SystemExploration, canonicalizer, explore_system
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from system_strategies import drawn_system
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEMS = sorted((ROOT / "spec" / "systems").glob("*.yaml")) + [
+    ROOT / "tests" / "systems" / name for name in ("pingpong-system.yaml", "counter-race.yaml")]
+SHIPPED = system_levels.LEVEL_MIN
+
+
+def scalar(system: System, symmetry: bool) -> SystemExploration:
+    saved = system_levels.LEVEL_MIN
+    system_levels.LEVEL_MIN = None
+    try:
+        return explore_system(system, symmetry)
+    finally:
+        system_levels.LEVEL_MIN = saved
+
+
+def shape(ex: SystemExploration) -> tuple[Any, ...]:
+    return (ex.symmetry, ex.configs, ex.parent, ex.edges_src, ex.edges_dst, ex.edges_label, ex.out_degree,
+            ex.step_findings)
+
+
+def assert_same(system: System, symmetry: bool, verdicts: bool = True) -> SystemExploration:
+    expected = scalar(system, symmetry)
+    got = explore_system(system, symmetry)
+    assert shape(got) == shape(expected)
+    if verdicts:
+        assert run_system_checks(got).checks == run_system_checks(expected).checks
+    return got
+
+
+# (LEVEL_MIN, LEVEL_LOW, DENSE_CODES, WORD, PREFIX): batches from the first configuration, with the
+# hash-table visited set and keys chained over several words; and the shipped switch.
+SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_levels.LEVEL_LOW, code_index.DENSE_CODES, system_levels.WORD,
+                                system_levels.PREFIX)]
+
+
+@pytest.fixture(params=SWITCHES, ids=["forced", "shipped"])
+def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    level_min, level_low, dense, word, prefix = request.param
+    monkeypatch.setattr(system_levels, "LEVEL_MIN", level_min)
+    monkeypatch.setattr(system_levels, "LEVEL_LOW", level_low)
+    monkeypatch.setattr(code_index, "DENSE_CODES", dense)
+    monkeypatch.setattr(system_levels, "WORD", word)
+    monkeypatch.setattr(system_levels, "PREFIX", prefix)
+    yield
+
+
+@pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
+@pytest.mark.parametrize("path", SYSTEMS, ids=[p.stem for p in SYSTEMS])
+def test_batches_equal_the_scalar_loop_on_every_system(path: Path, symmetry: bool, switch: None) -> None:
+    system = load_system(path)
+    assert system_levels.batches(system, symmetry) is not None   # the array path is taken, not skipped
+    assert_same(system, symmetry)
+
+
+def loom(tmp_path: Path, calls: int) -> System:
+    text = (ROOT / "spec" / "systems" / "loom-with-tools.yaml").read_text()
+    for old, new in (("count: 2", f"count: {calls}"), ("tool_calls: [0, 2]", f"tool_calls: [0, {calls}]"),
+                     ("agent: {table: ../loom-agent.yaml, mailbox: 2}",
+                      f"agent: {{table: ../loom-agent.yaml, mailbox: {calls}, set: {{max_tools: {calls}}}}}"),
+                     ("table: ../", f"table: {ROOT / 'spec'}/"),
+                     ("table: tables/", f"table: {ROOT / 'spec' / 'systems'}/tables/")):
+        text = text.replace(old, new)
+    path = tmp_path / f"loom-{calls}.yaml"
+    path.write_text(text)
+    return load_system(path)
+
+
+def test_loom_with_three_calls_is_the_same_and_symmetry_sorts_as_the_canonicalizer(tmp_path: Path) -> None:
+    system = loom(tmp_path, 3)
+    full = assert_same(system, False, verdicts=False)
+    assert_same(system, True, verdicts=False)
+    batches = system_levels.batches(system, True)
+    assert batches is not None
+    layout = batches.levels.layout
+    rows = np.array([layout.encode(c) for c in full.configs], dtype=np.int64)
+    canonical = canonicalizer(system, True)
+    assert layout.decode(batches.levels.canonical(rows)) == [canonical(c) for c in full.configs]
+    assert layout.decode(rows) == full.configs
+
+
+def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    with pytest.raises(ExplorationLimit, match="more than 500 system configurations"):
+        explore_system(loom(tmp_path, 3), symmetry=False, limit=500)
+
+
+def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scalar_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    system = load_system(ROOT / "tests" / "systems" / "pingpong-system.yaml")
+    monkeypatch.setattr(system_levels, "MAX_MESSAGES", 1)
+    assert system_levels.batches(system, True) is None
+    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    assert shape(explore_system(system)) == shape(scalar(system, True))
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.booleans())
+def test_batches_equal_the_scalar_loop_on_random_systems(data: st.DataObject, symmetry: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        system = drawn_system(data, Path(tmp))
+        saved = system_levels.LEVEL_MIN, system_levels.LEVEL_LOW
+        system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = 0, 1
+        try:
+            assert system_levels.batches(system, symmetry) is not None
+            assert_same(system, symmetry)
+        finally:
+            system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = saved
