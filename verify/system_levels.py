@@ -289,9 +289,13 @@ class Levels:
         n = len(rows)
         stalled = rows[:, layout.stalled:layout.spent].astype(np.bool_)
         slot = 0
+        seen: tuple[list[int], Ints] | None = None
         for env in system.environment:
-            offered = (np.array([bool(env.guard(c)) for c in configs], dtype=np.bool_) if env.guard is not None
-                       else np.ones(n, dtype=np.bool_))
+            offered = np.ones(n, dtype=np.bool_)
+            if env.guard is not None:
+                seen = seen or self._seen(rows)
+                guard = env.guard
+                offered = np.array([bool(guard(configs[k])) for k in seen[0]], dtype=np.bool_)[seen[1]]
             for i in env.instances:
                 where = np.flatnonzero(offered & ~stalled[:, i])
                 for params in env.choices:
@@ -317,6 +321,16 @@ class Levels:
             out.add(where, new, slot, 0, self.label(("wake", i, "", (), ())))
             slot += 1
         return out
+
+    def _seen(self, rows: Ints) -> tuple[list[int], Ints]:
+        """What a system expression can read of each row (the instances' states and variables,
+        their stalled bits and mailbox lengths): one row per distinct view, and each row's view."""
+        layout = self.layout
+        lengths = [np.count_nonzero(rows[:, layout.box[i]:layout.box[i] + inst.capacity], axis=1)
+                   for i, inst in enumerate(self.system.instances)]
+        view = np.column_stack([rows[:, :len(lengths)], rows[:, layout.stalled:layout.spent], *lengths])
+        _, first, inverse = np.unique(view, axis=0, return_index=True, return_inverse=True)
+        return first.tolist(), inverse.reshape(-1)
 
     def _pop(self, rows: Ints, i: int) -> Ints:
         """``rows`` with instance ``i``'s mailbox head removed."""
