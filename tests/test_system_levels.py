@@ -88,8 +88,9 @@ def loom(tmp_path: Path, calls: int) -> System:
     return load_system(path)
 
 
-def test_loom_with_three_calls_is_the_same_and_symmetry_sorts_as_the_canonicalizer(tmp_path: Path) -> None:
-    system = loom(tmp_path, 3)
+@pytest.mark.parametrize("calls", [3, pytest.param(4, marks=pytest.mark.slow)])
+def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalizer(tmp_path: Path, calls: int) -> None:
+    system = loom(tmp_path, calls)
     full = assert_same(system, False, verdicts=False)
     assert_same(system, True, verdicts=False)
     batches = system_levels.batches(system, True)

@@ -254,7 +254,8 @@ class Levels:
         self.label_ids: dict[Label, int] = {}
         self.finals = [np.array([s.final for s in inst.table.states]) for inst in system.instances]
         self.ranges = symmetry_ranges(system) if symmetry else []
-        self.blocks = [self._blocks(lo, hi) for lo, hi in self.ranges]
+        self.alike = all(len({system.instances[m].capacity for m in range(lo, hi)}) == 1 for lo, hi in self.ranges)
+        self.blocks = [self._blocks(lo, hi) for lo, hi in self.ranges] if self.alike else []
 
     def label(self, label: Label) -> int:
         found = self.label_ids.get(label)
@@ -435,8 +436,9 @@ class Levels:
                          for m in range(lo, hi)], dtype=np.int64)
 
     def symmetric(self) -> bool:
-        """Whether each member's sort key fits in 63 bits (else the array path is not exact)."""
-        return all(sum(self.layout.bits[c] for c in block[0]) <= 63 for block in self.blocks)
+        """Whether the members of each group have alike blocks (one capacity) whose sort keys
+        fit in 63 bits (else the array path is not exact)."""
+        return self.alike and all(sum(self.layout.bits[c] for c in block[0]) <= 63 for block in self.blocks)
 
     def canonical(self, rows: Ints) -> Ints:
         """Each row's representative: every group's members sorted as ``canonicalizer`` sorts them."""
