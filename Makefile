@@ -79,6 +79,7 @@ bench: setup
 	$(BIN)/python bench/bench_durable.py
 	$(BIN)/python bench/explore_vs_spin.py
 	$(BIN)/python bench/bench_systems.py
+	$(BIN)/python bench/system_levels_bench.py
 	$(BIN)/python bench/bench_postgres.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py

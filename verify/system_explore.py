@@ -14,6 +14,7 @@ symmetry on, the explorer stores one representative per permutation, the configu
 with the group's members sorted. Breadth-first order with parents gives shortest
 counterexamples; a trace is turned back into concrete steps by re-finding, from the
 concrete configuration, the successor whose representative is the next one on the path.
+Wide frontiers are explored a batch at a time by ``system_levels``, with the same result.
 """
 
 from __future__ import annotations
