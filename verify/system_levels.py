@@ -356,13 +356,17 @@ class Levels:
             if kind == "env" and outcome.rejected_silently:
                 continue
             note = unhandled and outcome.rejected
+            # A step that changes nothing and reports nothing is a stutter, no edge. Only these can
+            # be one: an environment event that moves no state and sends nothing; a message whose
+            # step moves no state and whose messages all go back to the same mailbox.
+            moved = note or outcome.after != local
             start = base[sub].copy()
             start[:, i] = outcome.after
             if note:
                 out.finding("unhandled-message", sub)
             if not outcome.routes:
-                keep = np.ones(len(sub), dtype=np.bool_) if note else np.any(start != rows[sub], axis=1)
-                out.add(sub[keep], start[keep], slot, 0, self.label((kind, i, event, params, ())))
+                if moved or kind == "deliver":
+                    out.add(sub, start, slot, 0, self.label((kind, i, event, params, ())))
                 continue
             for choice, targets in enumerate(itertools.product(*(t for _, t, _ in outcome.routes))):
                 new = start.copy()
@@ -372,9 +376,13 @@ class Levels:
                     over |= full
                 if over.any():
                     out.finding("mailbox-overflow", sub[over])
-                keep = over | note | np.any(new != rows[sub], axis=1)
                 chosen = tuple(t for (_, _, is_any), t in zip(outcome.routes, targets, strict=True) if is_any)
-                out.add(sub[keep], new[keep], slot, choice, self.label((kind, i, event, params, chosen)))
+                label = self.label((kind, i, event, params, chosen))
+                if moved or kind == "env" or any(t != i for t in targets):
+                    out.add(sub, new, slot, choice, label)
+                else:
+                    keep = over | np.any(new != rows[sub], axis=1)
+                    out.add(sub[keep], new[keep], slot, choice, label)
 
     def _append(self, rows: Ints, target: int, code: int) -> Bools:
         """Append message ``code`` to ``target``'s mailbox in every row; return where it was full."""
