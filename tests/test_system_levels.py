@@ -108,6 +108,14 @@ def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         explore_system(loom(tmp_path, 3), symmetry=False, limit=500)
 
 
+def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    system = load_system(ROOT / "spec" / "systems" / "durable-run-fixed.yaml")
+    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    monkeypatch.setattr(system_levels, "PREFIX", 4)
+    with pytest.raises(OverflowError, match="more than 2\\*\\*4 distinct key prefixes"):
+        explore_system(system)
+
+
 def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scalar_loop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     system = load_system(ROOT / "tests" / "systems" / "pingpong-system.yaml")

@@ -121,7 +121,6 @@ class Layout:
         self.prefixes: list[CodeIndex] = [CodeIndex() for _ in self.words[1:]]
         self.prefix_counts = [0 for _ in self.words[1:]]
         self.local_memo: dict[tuple[int, int], InstConf] = {}
-        self.dtype = np.int64
 
     def _words(self) -> list[list[int]]:
         """The columns of each key word, widest first."""
@@ -162,6 +161,8 @@ class Layout:
                 numbers = self.prefix_counts[k] + np.arange(len(fresh), dtype=np.int64)
                 index.insert(fresh, numbers)
                 self.prefix_counts[k] += len(fresh)
+                if self.prefix_counts[k] > 1 << PREFIX:
+                    raise OverflowError(f"more than 2**{PREFIX} distinct key prefixes: the batches' keys would collide")
                 ids[missing] = numbers[inverse]
             code = (ids << sum(self.bits[c] for c in word)) | self._pack(rows, word)
         return code
