@@ -45,8 +45,8 @@ from agentfsm.verify.system_explore import Config, ExplorationLimit, InstConf, M
 Ints = npt.NDArray[np.int64]
 T = TypeVar("T")
 Bools = npt.NDArray[np.bool_]
-LEVEL_MIN: int | None = 256   # unexplored configurations that switch to batches (None: never); measured
-LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
+LEVEL_MIN: int | None = 128   # unexplored configurations that switch to batches (None: never); measured
+LEVEL_LOW = 32   # and back to the scalar loop below this many (hysteresis against flapping)
 BATCH = 1 << 13   # configurations per batch at most
 MAX_MESSAGES = 1 << 15   # distinct linked messages a system may have for the array path
 WORD = 62   # bits of a key word: the first holds columns, each later one a prefix number and columns
