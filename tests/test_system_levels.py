@@ -75,17 +75,40 @@ def test_batches_equal_the_scalar_loop_on_every_system(path: Path, symmetry: boo
     assert_same(system, symmetry)
 
 
-def loom(tmp_path: Path, calls: int) -> System:
+def loom(tmp_path: Path, calls: int, changes: tuple[tuple[str, str], ...] = ()) -> System:
+    """The bundled Loom system with ``calls`` tool calls, and ``changes`` to its text."""
     text = (ROOT / "spec" / "systems" / "loom-with-tools.yaml").read_text()
     for old, new in (("count: 2", f"count: {calls}"), ("tool_calls: [0, 2]", f"tool_calls: [0, {calls}]"),
                      ("agent: {table: ../loom-agent.yaml, mailbox: 2}",
                       f"agent: {{table: ../loom-agent.yaml, mailbox: {calls}, set: {{max_tools: {calls}}}}}"),
-                     ("table: ../", f"table: {ROOT / 'spec'}/"),
+                     *changes, ("table: ../", f"table: {ROOT / 'spec'}/"),
                      ("table: tables/", f"table: {ROOT / 'spec' / 'systems'}/tables/")):
+        assert old in text, old
         text = text.replace(old, new)
     path = tmp_path / f"loom-{calls}.yaml"
     path.write_text(text)
     return load_system(path)
+
+
+# Every fault kind, a link to any one member (a choice in the label), a guarded environment
+# event, a full mailbox (the agent's holds one message) and a message its target rejects (a
+# duplicated Execute reaching a running call).
+CORNERS = (('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute'),
+           ("mailbox: 2, set:", "mailbox: 1, set:"),
+           ("count: 2, passive: true}", "count: 2, passive: true, mailbox: 2}"),
+           ("    - UserInput\n", '    - {event: UserInput, when: "agent.mailbox == 0 or all(call[*], not stalled)"}\n'),
+           ('  crash: {instances: ["call[*]"], max: 1}\n',
+            '  crash: {instances: ["call[*]"], max: 1}\n  lose: {instances: [agent], max: 1}\n'
+            '  duplicate: {instances: ["call[*]"], max: 1}\n  stall: {instances: ["call[*]"], max: 1}\n'))
+
+
+@pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
+def test_every_step_kind_and_finding_of_messages_is_the_same(tmp_path: Path, symmetry: bool, switch: None) -> None:
+    system = loom(tmp_path, 2, CORNERS)
+    ex = assert_same(system, symmetry)
+    assert {label[0] for label in ex.edges_label} == {"env", "deliver", "crash", "lose", "duplicate", "stall", "wake"}
+    assert any(label[4] for label in ex.edges_label)
+    assert {"mailbox-overflow", "unhandled-message"} <= set(ex.step_findings)
 
 
 @pytest.mark.parametrize("calls", [3, pytest.param(4, marks=pytest.mark.slow)])
