@@ -300,8 +300,9 @@ class Levels:
                 offered = np.array([bool(guard(configs[k])) for k in seen[0]], dtype=np.bool_)[seen[1]]
             for i in env.instances:
                 where = np.flatnonzero(offered & ~stalled[:, i])
+                parts = _split(rows[where, i])
                 for params in env.choices:
-                    self._step(out, rows, where, rows, slot, "env", i, env.event, params)
+                    self._step(out, rows, where, parts, rows, slot, "env", i, env.event, params)
                     slot += 1
         for i in range(len(system.instances)):
             head = rows[:, layout.box[i]]
@@ -309,7 +310,8 @@ class Levels:
             popped = self._pop(rows, i)
             for code, part in _split(head[where]):
                 event, params = self.layout.messages[code]
-                self._step(out, rows, where[part], popped, slot, "deliver", i, event, params)
+                taking = where[part]
+                self._step(out, rows, taking, _split(rows[taking, i]), popped, slot, "deliver", i, event, params)
             slot += 1
         for f, fault in enumerate(system.faults):
             open_ = np.flatnonzero(rows[:, layout.spent + f] < fault.max)
@@ -342,13 +344,12 @@ class Levels:
         popped[:, hi - 1] = 0
         return popped
 
-    def _step(self, out: Successors, rows: Ints, where: Ints, base: Ints, slot: int, kind: str, i: int,
-              event: str, params: tuple[Value, ...]) -> None:
-        """Instance ``i`` takes ``event(params)`` in the rows ``where`` (their successors start from ``base``)."""
-        if not len(where):
-            return
+    def _step(self, out: Successors, rows: Ints, where: Ints, parts: list[tuple[int, Ints]], base: Ints, slot: int,
+              kind: str, i: int, event: str, params: tuple[Value, ...]) -> None:
+        """Instance ``i`` takes ``event(params)`` in the rows ``where``, split by its local code
+        into ``parts`` (their successors start from ``base``)."""
         unhandled = kind == "deliver" and not self.system.rejectable(i, event)
-        for local, part in _split(rows[where, i]):
+        for local, part in parts:
             outcome = self.outcome(i, local, event, params)
             sub = where[part]
             if outcome.error is not None:
