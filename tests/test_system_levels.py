@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import code_index, system_levels
+from agentfsm.verify import code_index, system_levels, system_rows
 from agentfsm.verify.system_checks import run_system_checks
 from agentfsm.verify.system_explore import ExplorationLimit, SystemExploration, canonicalizer, explore_system
 from hypothesis import HealthCheck, given, settings
@@ -52,8 +52,8 @@ def assert_same(system: System, symmetry: bool, verdicts: bool = True) -> System
 
 # (LEVEL_MIN, LEVEL_LOW, DENSE_CODES, WORD, PREFIX): batches from the first configuration, with the
 # hash-table visited set and keys chained over several words; and the shipped switch.
-SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_levels.LEVEL_LOW, code_index.DENSE_CODES, system_levels.WORD,
-                                system_levels.PREFIX)]
+SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_levels.LEVEL_LOW, code_index.DENSE_CODES, system_rows.WORD,
+                                system_rows.PREFIX)]
 
 
 @pytest.fixture(params=SWITCHES, ids=["forced", "shipped"])
@@ -62,8 +62,8 @@ def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     monkeypatch.setattr(system_levels, "LEVEL_MIN", level_min)
     monkeypatch.setattr(system_levels, "LEVEL_LOW", level_low)
     monkeypatch.setattr(code_index, "DENSE_CODES", dense)
-    monkeypatch.setattr(system_levels, "WORD", word)
-    monkeypatch.setattr(system_levels, "PREFIX", prefix)
+    monkeypatch.setattr(system_rows, "WORD", word)
+    monkeypatch.setattr(system_rows, "PREFIX", prefix)
     yield
 
 
@@ -134,7 +134,7 @@ def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
     system = load_system(ROOT / "spec" / "systems" / "durable-run-fixed.yaml")
     monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
-    monkeypatch.setattr(system_levels, "PREFIX", 4)
+    monkeypatch.setattr(system_rows, "PREFIX", 4)
     with pytest.raises(OverflowError, match="more than 2\\*\\*4 distinct key prefixes"):
         explore_system(system)
 
@@ -142,7 +142,7 @@ def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.Monk
 def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scalar_loop(
         monkeypatch: pytest.MonkeyPatch) -> None:
     system = load_system(ROOT / "tests" / "systems" / "pingpong-system.yaml")
-    monkeypatch.setattr(system_levels, "MAX_MESSAGES", 1)
+    monkeypatch.setattr(system_rows, "MAX_MESSAGES", 1)
     assert system_levels.batches(system, True) is None
     monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
     assert shape(explore_system(system)) == shape(scalar(system, True))
