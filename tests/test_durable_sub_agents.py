@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from conftest import ROOT
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 TABLE = str(ROOT / "spec" / "vibework-agent.yaml")
-KILL_ONCE = "test -e killed || { touch killed; kill -9 $PPID; sleep 5; }"
+KILL_ONCE = "test -e killed || { touch killed; kill -9 $PPID; exit 1; }"
 
 
 def ledger_script(second: str = "echo b >> ledger.txt") -> dict[str, Any]:
@@ -102,3 +103,65 @@ def test_decisions_are_routed_to_the_run_that_owns_the_effect() -> None:
     assert parent_effect("run/3/0/sub-agent/4/0/sub-agent") == "run/3/0/sub-agent/4/0"
     assert parent_effect("run/task-1") is None
 
+
+
+def test_a_nested_sub_agent_killed_in_its_tool_resumes_on_its_own_child_run(tmp_path: Path) -> None:
+    """With sub-agents of sub-agents allowed (max_depth 2), the grandchild is a child run of the
+    child's spawn: the kill's decision is the grandchild's, and nothing ran twice."""
+    script = ledger_script()
+    replies = script["replies"]
+    script["settings"] = {"max_depth": 2}
+    script["replies"] = [replies[0], [{"tool_call": {"name": "spawn_agent", "arguments": {"task": "Delegate it."}}}],
+                         *replies[1:4], "The grandchild wrote it.", replies[4]]
+    cwd = setup(tmp_path, script)
+    assert agentfsm(cwd, "--store", "j.db").returncode == -signal.SIGKILL
+    resumed = agentfsm(cwd, "--store", "j.db", "--resume")
+    [decision] = decision_ids(resumed.stdout)
+    child_runs = [r["run_id"] for r in journal(cwd) if parent_effect(r["run_id"]) is not None]
+    assert len(child_runs) == 2 and owner(decision, child_runs) == max(child_runs, key=len)
+    resumed = agentfsm(cwd, "--store", "j.db", "--resume", f"--decide={decision}=rerun")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (cwd / "w" / "ledger.txt").read_text() == "a\nb\n"
+    runs = journal(cwd)
+    assert all(e["status"] == "completed" for r in runs for e in r["current"]["effects"])
+    spawns = [e for r in runs for e in r["current"]["effects"] if child_run_id(e["key"]) in child_runs]
+    assert [e["result"]["result"]["content"] for e in spawns] == ["The grandchild wrote it.", "Ledger written."]
+    again = agentfsm(cwd, "--store", "j.db", "--resume")
+    assert again.returncode == 0 and not notes(again.stdout, "decision")
+
+
+def test_two_resumers_of_one_parent_run_one_wins_the_other_is_refused(tmp_path: Path) -> None:
+    """The parent's lease covers its child runs: while one process resumes the run (its sub-agent's
+    command running), a second is refused (exit 2, no traceback) and writes nothing."""
+    waits = "touch b-running; while ! test -e go; do sleep 0.1; done; echo b >> ledger.txt"
+    cwd = setup(tmp_path, ledger_script(waits))
+    assert agentfsm(cwd, "--store", "j.db").returncode == -signal.SIGKILL
+    [decision] = decision_ids(agentfsm(cwd, "--store", "j.db", "--resume").stdout)
+    first = subprocess.Popen([AGENTFSM, "run", TABLE, "--script", "s.yaml", "--workdir", "w", "--json", "--store",
+                              "j.db", "--resume", f"--decide={decision}=rerun"], cwd=cwd, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while not (cwd / "w" / "b-running").exists():
+            assert first.poll() is None and time.monotonic() < deadline, "the first resumer never ran the command"
+            time.sleep(0.1)
+        versions = {r["run_id"]: r["current"]["version"] for r in journal(cwd)}
+        second = agentfsm(cwd, "--store", "j.db", "--resume")
+        assert second.returncode == 2 and "is owned by" in second.stderr and "Traceback" not in second.stderr
+        assert {r["run_id"]: r["current"]["version"] for r in journal(cwd)} == versions
+    finally:
+        (cwd / "w" / "go").touch()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, out + err
+    assert (cwd / "w" / "ledger.txt").read_text() == "a\nb\n"
+
+
+def test_the_journal_shows_child_runs_and_run_refuses_to_resume_one_alone(tmp_path: Path) -> None:
+    cwd = setup(tmp_path, ledger_script())
+    assert agentfsm(cwd, "--store", "j.db").returncode == -signal.SIGKILL
+    [child] = [r["run_id"] for r in journal(cwd) if parent_effect(r["run_id"]) is not None]
+    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db"], capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
+    assert f"run {child} (vibework-agent, the sub-agent of effect {parent_effect(child)})" in view.stdout
+    alone = agentfsm(cwd, "--store", "j.db", "--resume", "--run-id", child)
+    assert alone.returncode == 2 and "a sub-agent's child run" in alone.stderr
