@@ -16,9 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from agentfsm.impl.durable.children import child_run_id, decisions_of, owner, parent_effect
+from agentfsm.impl.durable.journal import Entry, Record
+from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.spec import load_table
+from agentfsm.verify.crash_agent import effects_problem
 from conftest import ROOT
+from test_durable_agents import fresh, outcome, trail
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 TABLE = str(ROOT / "spec" / "vibework-agent.yaml")
@@ -41,6 +47,11 @@ def agentfsm(cwd: Path, *argv: str, script: str = "s.yaml", timeout: float = 120
                           capture_output=True, text=True, cwd=cwd, timeout=timeout)
 
 
+def demo(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The bundled vibework demo (its sub-agent reads the notes), in ``cwd/w``."""
+    return agentfsm(cwd, *argv, script=str(ROOT / "examples" / "vibework-agent-agent.yaml"))
+
+
 def notes(out: str, kind: str) -> list[str]:
     return [line["text"] for line in map(json.loads, out.splitlines()) if line["kind"] == kind]
 
@@ -50,7 +61,7 @@ def decision_ids(out: str) -> list[str]:
 
 
 def setup(tmp_path: Path, script: dict[str, Any]) -> Path:
-    (tmp_path / "w").mkdir()
+    (tmp_path / "w").mkdir(parents=True)
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(script))
     return tmp_path
 
@@ -165,3 +176,74 @@ def test_the_journal_shows_child_runs_and_run_refuses_to_resume_one_alone(tmp_pa
     assert f"run {child} (vibework-agent, the sub-agent of effect {parent_effect(child)})" in view.stdout
     alone = agentfsm(cwd, "--store", "j.db", "--resume", "--run-id", child)
     assert alone.returncode == 2 and "a sub-agent's child run" in alone.stderr
+
+
+def old_journal(name: str, cwd: Path) -> Path:
+    """A journal written before sub-agents had child runs (tests/old_journals, exported from the
+    demo run SIGKILLed by the code of that time), loaded into a store at ``cwd/j.db``."""
+    data = json.loads((ROOT / "tests" / "old_journals" / f"{name}.json").read_text())
+    entries = [Entry(r["kind"], r["body"], r["time"]) for r in data["records"]]
+    store = SqliteStore(cwd / "j.db")
+    try:
+        store.create(data["run_id"], data["machine"], entries[0])
+        store.append(data["run_id"], 1, entries[1:])
+    finally:
+        store.close()
+    return cwd
+
+
+def test_an_old_journal_killed_while_its_sub_agent_worked_still_asks_the_user(tmp_path: Path) -> None:
+    """The sub-agent ran inside the spawn effect, unjournaled: the spawn is a decision as it was,
+    and `rerun` runs the sub-agent again (now on a child run) to the crash-free run's end."""
+    reference = demo(fresh(tmp_path / "ref"))
+    cwd = old_journal("vibework-killed-while-sub-agent-works", fresh(tmp_path / "old"))
+    resumed = demo(cwd, "--store", "j.db", "--resume")
+    assert resumed.returncode == 1 and decision_ids(resumed.stdout) == ["run/19/0"]
+    resumed = demo(cwd, "--store", "j.db", "--resume", "--decide=run/19/0=rerun")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert outcome(resumed.stdout) == outcome(reference.stdout)
+    assert [r["run_id"] for r in journal(cwd)] == ["run", "run/19/0/sub-agent"]
+
+
+def test_an_old_journal_whose_spawn_completed_resumes_with_the_replies_its_sub_agent_used(tmp_path: Path) -> None:
+    """The spawn's result kept what the sub-agent consumed of the script: a resumed run skips it."""
+    reference = demo(fresh(tmp_path / "ref"))
+    cwd = old_journal("vibework-killed-after-sub-agent-answered", fresh(tmp_path / "old"))
+    resumed = demo(cwd, "--store", "j.db", "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert outcome(resumed.stdout) == outcome(reference.stdout) and not notes(resumed.stdout, "warning")
+
+
+def test_the_crash_campaign_flags_a_stuck_run_and_an_effect_run_again_silently() -> None:
+    data = json.loads((ROOT / "tests" / "old_journals" / "vibework-killed-while-sub-agent-works.json").read_text())
+    records = [Record("run", seq, r["kind"], r["time"], r["body"], "") for seq, r in enumerate(data["records"], 1)]
+    table = load_table(TABLE)
+    served = load_table(TABLE, table.runtime)
+    assert effects_problem(served, records, ["run"]) == \
+        "effect run/19/0 (ExecuteTool) is left started: the run is stuck"
+    spawned = next(r.seq for r in records if r.kind == "started" and r.body["key"] == "run/19/0")
+    again = records[:spawned] + [Record("run", spawned + 1, "started", 0.0,
+                                        {"key": "run/19/0", "attempt": 2, "retry": True}, "")]
+    assert "started 2 times with 0 rerun decision(s)" in str(effects_problem(served, again, ["run"]))
+    assert "left started" in str(effects_problem(served, again, ["run", "run/19/0/sub-agent"])), \
+        "a spawn resumed on its child run is no silent re-run"
+
+
+@pytest.mark.parametrize(("argv", "final"), [(["sh", "-c", "echo b >> ledger.txt"], "Done"),
+                                            (["no-such-program"], "Error")])
+def test_a_durable_sub_agent_ends_as_in_memory(argv: list[str], final: str, tmp_path: Path) -> None:
+    """A sub-agent that answers (the parent finishes) and one that fails (its command is not found:
+    the child's Error is the parent's SubAgentFailed) end alike in memory and on a child run."""
+    script = ledger_script()
+    script["replies"][2] = [{"tool_call": {"name": "run_command", "arguments": {"argv": argv}}}]
+    plain = agentfsm(setup(tmp_path / "plain", script))
+    durable = agentfsm(setup(tmp_path / "durable", script), "--store", "j.db")
+    assert plain.returncode == durable.returncode and trail(plain.stdout) == trail(durable.stdout)
+    assert outcome(plain.stdout) == outcome(durable.stdout)
+    event = "SubAgentCompleted" if final == "Done" else "SubAgentFailed"
+    assert [step for step in trail(durable.stdout) if step[1] == event] == \
+        [("WaitingForSubAgent", event, "Processing" if final == "Done" else "Error", True)]
+    runs = journal(tmp_path / "durable")
+    [spawn] = [e for e in runs[0]["current"]["effects"] if child_run_id(e["key"]) == runs[1]["run_id"]]
+    assert spawn["status"] == ("completed" if final == "Done" else "failed") and spawn["reported"]
+    assert all(e["attempts"] == 1 and e["reported"] for r in runs for e in r["current"]["effects"])

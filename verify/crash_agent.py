@@ -210,10 +210,10 @@ def effects_problem(table: Table, records: list[Record], runs: list[str]) -> str
         apply(table, stepper, st, record)
     reruns = [str(r.body.get("key")) for r in records if r.kind == DECIDED and r.body.get("decision") == "rerun"]
     for effect in st.effects.values():
-        if effect.status in ("pending", "started", "unknown"):
-            return f"effect {effect.key} ({effect.action}) is left {effect.status}: the run is stuck"
         resumable = effect.idempotent or child_run_id(effect.key) in runs
         if not resumable and effect.attempts > 1 + reruns.count(effect.key):
             return (f"effect {effect.key} ({effect.action}) started {effect.attempts} times with "
                     f"{reruns.count(effect.key)} rerun decision(s): it ran again silently")
+        if effect.status in ("pending", "started", "unknown"):
+            return f"effect {effect.key} ({effect.action}) is left {effect.status}: the run is stuck"
     return None

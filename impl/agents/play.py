@@ -205,7 +205,11 @@ async def play_vibework(run: Run) -> int:
     if durable is not None:
         agent.child_decisions = durable.decisions
         link = durable.link(agent, agent, reporter)
-        if report_decisions(resumed_children(agent, durable), reporter):
+        runs = resumed_children(agent, durable)
+        for child in runs[1:]:
+            reporter.note("resume", f"sub-agent run {child.run_id} recovered at version {child.version} in "
+                                    f"{child.state}")
+        if report_decisions(runs, reporter):
             return 1
         used = vibework_used(link.run)
         llm.skip(used["llm"])
