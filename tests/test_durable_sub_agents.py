@@ -20,9 +20,10 @@ import pytest
 import yaml
 from agentfsm.impl.durable.children import child_run_id, decisions_of, owner, parent_effect
 from agentfsm.impl.durable.journal import Entry, Record
+from agentfsm.impl.script import AgentScript, load_script
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
-from agentfsm.verify.crash_agent import effects_problem
+from agentfsm.verify.crash_agent import AgentCrash, effects_problem
 from conftest import ROOT
 from test_durable_agents import fresh, outcome, trail
 
@@ -247,3 +248,27 @@ def test_a_durable_sub_agent_ends_as_in_memory(argv: list[str], final: str, tmp_
     [spawn] = [e for e in runs[0]["current"]["effects"] if child_run_id(e["key"]) == runs[1]["run_id"]]
     assert spawn["status"] == ("completed" if final == "Done" else "failed") and spawn["reported"]
     assert all(e["attempts"] == 1 and e["reported"] for r in runs for e in r["current"]["effects"])
+
+
+@pytest.mark.slow  # some 20 kills of a run whose command sleeps: minutes on two loaded cores
+def test_sigkill_at_every_boundary_of_an_interrupted_sub_agent(tmp_path: Path) -> None:
+    """The user interrupts while the sub-agent's command runs: the parent's Interrupt and the
+    child's are two writes to two runs. Killed at every boundary of the sub-agent's work, the
+    resumed run ends as the crash-free one (the child is interrupted even when only the parent's
+    interrupt was journaled: else it would go on to the reply the crash-free run leaves unused), with
+    no stuck run and nothing run again silently."""
+    slow = {"name": "run_command", "arguments": {"argv": ["sh", "-c", "sleep 1.5; echo a >> ledger.txt"]}}
+    script = {"allow": ["run_command", "spawn_agent"], "inputs": [{"text": "Delegate.", "interrupt_after": 0.7}],
+              "replies": [[{"tool_call": {"name": "spawn_agent", "arguments": {"task": "Write it."}}}],
+                          [{"tool_call": slow}], "Unused: the interrupt ends the task before this reply."]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(script))
+    loaded = load_script(str(path))
+    assert isinstance(loaded, AgentScript)
+    campaign = AgentCrash(TABLE, str(path), loaded, "vibework-agent")
+    try:
+        report = campaign.check(1)
+    finally:
+        campaign.close()
+    assert report.ok, report.violations
+    assert report.kills >= len(campaign.children) > 8

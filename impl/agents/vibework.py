@@ -414,9 +414,12 @@ class VibeworkAgent(Driver):
                     child.durability = None
                     return
                 link.resume()
-            if self.engine.state != "WaitingForSubAgent":  # else a spawn resumed (or rerun) after a crash
+            resumed = self.engine.state == "WaitingForSubAgent"  # a spawn resumed (or rerun) after a crash
+            if not resumed:
                 activity.feed(self, "SubAgentSpawned", payload=child.session_id)
             child.send_input(task, event_id="task")  # a resumed child run holds it already: a duplicate
+            if resumed and self.engine.vars["interrupted"]:  # journaled for the parent, maybe not for the child
+                self._interrupt_child()
             await child.wait_settled()
             outcome, error, answer = child.state(), child.error, child.last_text()
             child.durability = None  # the child run ends where it settled: its release is not journaled
