@@ -25,6 +25,7 @@ from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from agentfsm.verify.crash_agent import AgentCrash, effects_problem
 from conftest import ROOT
+from pg_support import fresh_schema
 from test_durable_agents import fresh, outcome, trail
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
@@ -67,8 +68,8 @@ def setup(tmp_path: Path, script: dict[str, Any]) -> Path:
     return tmp_path
 
 
-def journal(cwd: Path) -> list[dict[str, Any]]:
-    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db", "--json"], capture_output=True, text=True,
+def journal(cwd: Path, store: str = "j.db") -> list[dict[str, Any]]:
+    view = subprocess.run([AGENTFSM, "journal", "--store", store, "--json"], capture_output=True, text=True,
                           cwd=cwd, timeout=60)
     assert view.returncode == 0, view.stderr
     runs: list[dict[str, Any]] = json.loads(view.stdout)["runs"]
@@ -79,20 +80,28 @@ def test_a_kill_inside_a_sub_agents_tool_resumes_the_sub_agent_where_it_stopped(
     """The defect: the sub-agent was one effect of its parent, so this kill left the spawn unknown
     and `rerun` ran the sub-agent again, its first command included. Now the decision is the
     killed command's own (its outcome is unknown), and the first command never runs again."""
-    cwd = setup(tmp_path, ledger_script())
-    killed = agentfsm(cwd, "--store", "j.db")
+    kill_inside_a_sub_agent_and_resume(setup(tmp_path, ledger_script()), "j.db")
+
+
+def test_the_same_on_postgresql(tmp_path: Path, pg_url: str) -> None:
+    with fresh_schema(pg_url) as schema:
+        kill_inside_a_sub_agent_and_resume(setup(tmp_path, ledger_script()), f"{pg_url}?schema={schema}")
+
+
+def kill_inside_a_sub_agent_and_resume(cwd: Path, store: str) -> None:
+    killed = agentfsm(cwd, "--store", store)
     assert killed.returncode == -signal.SIGKILL
     ledger = cwd / "w" / "ledger.txt"
     assert ledger.read_text() == "a\n"
-    resumed = agentfsm(cwd, "--store", "j.db", "--resume")
+    resumed = agentfsm(cwd, "--store", store, "--resume")
     [decision] = decision_ids(resumed.stdout)
-    assert resumed.returncode == 1 and owner(decision, [r["run_id"] for r in journal(cwd)]) is not None, \
+    assert resumed.returncode == 1 and owner(decision, [r["run_id"] for r in journal(cwd, store)]) is not None, \
         "the decision is the sub-agent's command, in its child run, not the parent's spawn"
-    resumed = agentfsm(cwd, "--store", "j.db", "--resume", f"--decide={decision}=rerun")
+    resumed = agentfsm(cwd, "--store", store, "--resume", f"--decide={decision}=rerun")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert ledger.read_text() == "a\nb\n", "the sub-agent's first command ran once"
     assert notes(resumed.stdout, "done")[-1].startswith("final state Done")
-    runs = {r["run_id"]: r for r in journal(cwd)}
+    runs = {r["run_id"]: r for r in journal(cwd, store)}
     [child] = [r for r in runs if parent_effect(r) is not None]
     spawn = parent_effect(child)
     assert spawn is not None and spawn.startswith("run/") and child == child_run_id(spawn)
