@@ -181,8 +181,9 @@ def test_the_journal_shows_child_runs_and_run_refuses_to_resume_one_alone(tmp_pa
     cwd = setup(tmp_path, ledger_script())
     assert agentfsm(cwd, "--store", "j.db").returncode == -signal.SIGKILL
     [child] = [r["run_id"] for r in journal(cwd) if parent_effect(r["run_id"]) is not None]
-    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db"], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+    view = subprocess.run([AGENTFSM, "journal", "--store", "j.db", "--run", "run"], capture_output=True, text=True,
+                          cwd=cwd, timeout=60)
+    assert "run run (vibework-agent)" in view.stdout, "--run names the top run and shows its child runs too"
     assert f"run {child} (vibework-agent, the sub-agent of effect {parent_effect(child)})" in view.stdout
     alone = agentfsm(cwd, "--store", "j.db", "--resume", "--run-id", child)
     assert alone.returncode == 2 and "a sub-agent's child run" in alone.stderr

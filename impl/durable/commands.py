@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.impl.driver import StateChange
-from agentfsm.impl.durable.children import parent_effect
+from agentfsm.impl.durable.children import child_runs, parent_effect
 from agentfsm.impl.durable.journal import (
     INTERRUPT,
     JSON,
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                         "that it did.")
     parser.add_argument("--store", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
     parser.add_argument("path", nargs="?", metavar="URL", help="deprecated spelling of --store URL")
-    parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
+    parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run (and its sub-agents' child runs)")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repair", action="store_true",
@@ -506,7 +506,8 @@ def run_journal(args: argparse.Namespace) -> int:
 
 
 def _journal(store: Store, args: argparse.Namespace) -> int:
-    runs = store.runs() if args.run_id is None else [args.run_id]
+    stored = store.runs()
+    runs = stored if args.run_id is None else [args.run_id, *child_runs(args.run_id, stored)]
     damaged: list[str] = []
     out: list[dict[str, JSON]] = []
     for run_id in runs:
