@@ -8,6 +8,7 @@ sub-agent's tool, deterministically.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -18,8 +19,11 @@ from typing import Any
 
 import pytest
 import yaml
+from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.durable.children import child_run_id, decisions_of, owner, parent_effect
+from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import Entry, Record
+from agentfsm.impl.llm.client import ScriptedLlm
 from agentfsm.impl.script import AgentScript, load_script
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
@@ -111,6 +115,8 @@ def kill_inside_a_sub_agent_and_resume(cwd: Path, store: str) -> None:
     commands = [e for e in runs[child]["current"]["effects"] if e["action"] == "ExecuteTool"]
     assert [e["attempts"] for e in commands] == [1, 2] and all(e["status"] == "completed" for e in commands)
     assert not [d for r in runs.values() for d in r["decisions"]]
+    again = agentfsm(cwd, "--store", store, "--resume", f"--decide={decision}=rerun")
+    assert again.returncode == 2 and "is not being resumed" in again.stderr, "a decision never silently dropped"
 
 
 def test_decisions_are_routed_to_the_run_that_owns_the_effect() -> None:
@@ -282,3 +288,33 @@ def test_sigkill_at_every_boundary_of_an_interrupted_sub_agent(tmp_path: Path) -
         campaign.close()
     assert report.ok, report.violations
     assert report.kills >= len(campaign.children) > 8
+
+
+def test_a_child_run_waiting_for_a_decision_is_not_resumed_and_the_parent_does_not_hang(tmp_path: Path) -> None:
+    """Through the API (no player to stop first): the parent leaves the sub-agent where it is,
+    settles as blocked, and its decisions name the child's command."""
+    cwd = setup(tmp_path, ledger_script())
+    assert agentfsm(cwd, "--store", "j.db").returncode == -signal.SIGKILL
+    table = load_table(TABLE)
+    agent = VibeworkAgent(load_table(TABLE, table.runtime), ScriptedLlm([]),
+                          config=VibeworkConfig(workdir=cwd / "w", allow=("run_command", "spawn_agent")))
+    store = SqliteStore(cwd / "j.db")
+    try:
+        versions = {run_id: store.version(run_id) for run_id in store.runs()}
+        link = DurableLink.open(agent, agent, store, "run", True)
+        [decision] = agent.decisions()
+        child = owner(decision.id, store.runs())
+        assert child is not None
+
+        async def main() -> dict[str, int]:
+            async with agent:
+                link.resume()
+                await asyncio.wait_for(agent.wait_settled(), 60)
+                assert agent.state() == "WaitingForSubAgent"
+                return {run_id: store.version(run_id) for run_id in store.runs()}
+        after = asyncio.run(main())
+    finally:
+        store.close()
+    assert (cwd / "w" / "ledger.txt").read_text() == "a\n"
+    assert {run_id: after[run_id] - versions[run_id] for run_id in versions} == {"run": 1, child: 1}, \
+        "recovery wrote one 'unknown' record in each run, the blocked parent nothing more"

@@ -58,7 +58,7 @@ from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.children import child_run_id, decisions_of
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import JSON, STEP, Record
-from agentfsm.impl.durable.run import CallSpec, DurableRun, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.run import CallSpec, Decision, DurableRun, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import (
@@ -188,6 +188,7 @@ class VibeworkAgent(Driver):
         self.child_decisions: Mapping[str, str] = {}
         """The user's decisions (``--decide``) for the effects of this agent's child runs (durable runs)."""
         self._children: dict[str, tuple[VibeworkAgent, DurableLink]] = {}  # child runs recovery opened, by spawn key
+        self._blocked = False  # a child run waits for the user's decision: nothing goes on until a resume
         self._partial = ResponseBuilder()
         self._batch: list[ToolCall] = []
         self._answered: set[str] = set()
@@ -203,8 +204,9 @@ class VibeworkAgent(Driver):
         return self.engine.state == "Done" or super().is_done()
 
     def settled(self) -> bool:
-        """Idle, Done or Error with nothing left to do: the agent waits for new input."""
-        return self.engine.state in SETTLED and self.is_quiet()
+        """Idle, Done or Error with nothing left to do: the agent waits for new input (or, durably,
+        for the user's decision in a child run: ``decisions()``)."""
+        return (self.engine.state in SETTLED or self._blocked) and self.is_quiet()
 
     async def wait_settled(self) -> None:
         await self.wait_until(self.settled)
@@ -410,9 +412,6 @@ class VibeworkAgent(Driver):
         child.start()
         try:
             if link is not None:
-                if self._blocked(child, link):
-                    child.durability = None
-                    return
                 link.resume()
             resumed = self.engine.state == "WaitingForSubAgent"  # a spawn resumed (or rerun) after a crash
             if not resumed:
@@ -456,21 +455,16 @@ class VibeworkAgent(Driver):
         return child, DurableLink.open(child, child, store, run_id, run_id in runs,
                                        decisions_of(run_id, self.child_decisions, runs))
 
-    def _blocked(self, child: VibeworkAgent, link: DurableLink) -> bool:
-        """A child run waiting for the user's decision is not resumed: the parent's effect stays
-        started (a later ``--resume`` with the decision resumes it); ``agentfsm run`` reports such
-        decisions (``child_runs``) before it starts anything."""
-        waiting = [d.id for run in child.runs() for d in run.decisions()]
-        if waiting:
-            self.log.error("%s: sub-agent run %s waits for the decision of %s", self.name, link.run.run_id,
-                           ", ".join(waiting), extra={"agent": self.name})
-        return bool(waiting)
-
     def runs(self) -> list[DurableRun]:
         """This agent's durable run and the child runs its recovery opened (theirs too), to resume."""
         link = self.durability
         own = [link.run] if isinstance(link, DurableLink) else []
         return own + [run for child, _ in self._children.values() for run in child.runs()]
+
+    def decisions(self) -> list[Decision]:
+        """What only the user can settle in this agent's run and the child runs its recovery opened:
+        ``agentfsm run`` prints them and stops before anything runs."""
+        return [decision for run in self.runs() for decision in run.decisions()]
 
     def _await_sub_agent(self, ctx: ActionContext) -> None:
         if ctx.outcome.vars["interrupted"]:
@@ -582,8 +576,13 @@ class VibeworkAgent(Driver):
         return {}
 
     def perform(self, effect: Effect, retry: bool) -> None:
+        """Start an effect's activity; a spawn whose child run waits for the user's decision is left
+        as it is (the agent is then settled: ``decisions()`` says what a later ``--resume`` needs)."""
         pending = Pending(effect.key, retry)
-        if effect.action == "CallLlm":
+        opened = self._children.get(effect.key)
+        if opened is not None and opened[0].decisions():
+            self._blocked = True
+        elif effect.action == "CallLlm":
             self._call_llm(pending)
         elif effect.action == "ExecuteTool":
             self._execute_tool(pending)
