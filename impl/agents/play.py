@@ -158,9 +158,9 @@ def vibework_used(run: DurableRun) -> dict[str, int]:
     return used
 
 
-def resumed_children(agent: VibeworkAgent, durable: Durability) -> list[DurableRun]:
-    """The agent's run and the child runs its recovery opened; a decision given for a child run
-    that is not among them would be silently dropped: bad input instead."""
+def runs_to_resume(agent: VibeworkAgent, durable: Durability) -> list[DurableRun]:
+    """The agent's run and the child runs its recovery opened (its sub-agents', resumed where they
+    stopped); a decision given for a child run not among them would be silently dropped: bad input."""
     runs = agent.runs()
     opened = {run.run_id for run in runs}
     stored = durable.store.runs()
@@ -205,7 +205,7 @@ async def play_vibework(run: Run) -> int:
     if durable is not None:
         agent.child_decisions = durable.decisions
         link = durable.link(agent, agent, reporter)
-        runs = resumed_children(agent, durable)
+        runs = runs_to_resume(agent, durable)
         for child in runs[1:]:
             reporter.note("resume", f"sub-agent run {child.run_id} recovered at version {child.version} in "
                                     f"{child.state}")
