@@ -151,6 +151,7 @@ def test_a_nested_sub_agent_killed_in_its_tool_resumes_on_its_own_child_run(tmp_
     assert (cwd / "w" / "ledger.txt").read_text() == "a\nb\n"
     runs = journal(cwd)
     assert all(e["status"] == "completed" for r in runs for e in r["current"]["effects"])
+    assert [r.get("parent_effect") for r in runs] == [None, *map(parent_effect, child_runs)]
     spawns = [e for r in runs for e in r["current"]["effects"] if child_run_id(e["key"]) in child_runs]
     assert [e["result"]["result"]["content"] for e in spawns] == ["The grandchild wrote it.", "Ledger written."]
     again = agentfsm(cwd, "--store", "j.db", "--resume")
