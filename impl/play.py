@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
 from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
+from agentfsm.impl.durable.children import decisions_of
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
@@ -124,12 +125,14 @@ class Durability:
         """Attach ``agent`` to the run: recovered (``--resume`` of a run the store holds, said so)
         or created. A run killed before its first write is not in the store: resuming it starts
         it, and says so; deciding anything for it is bad input."""
-        exists = self.resume and self.run_id in self.store.runs()
+        runs = self.store.runs()
+        exists = self.resume and self.run_id in runs
         if self.decisions and not exists:
             raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
             reporter.note("resume", f"run {self.run_id} is not in the store (nothing was journaled): starting it")
-        link = DurableLink.open(driver, agent, self.store, self.run_id, exists, self.decisions)
+        link = DurableLink.open(driver, agent, self.store, self.run_id, exists,
+                                decisions_of(None, self.decisions, runs))  # child runs' decisions: theirs
         if exists:
             reporter.note("resume", f"run {self.run_id} recovered at version {link.run.version} in {link.run.state}")
         return link
@@ -168,9 +171,10 @@ def _models_answered(run: DurableRun) -> int:
                and (e.result.get("called") or (e.via == "interrupt" and e.attempts > 0)))
 
 
-def report_decisions(run: DurableRun, reporter: Reporter) -> bool:
-    """Print what only the user can decide; whether there was anything."""
-    decisions = run.decisions()
+def report_decisions(run: DurableRun | Sequence[DurableRun], reporter: Reporter) -> bool:
+    """Print what only the user can decide (in a run, or in a run and its child runs); whether there
+    was anything."""
+    decisions = [d for r in ([run] if isinstance(run, DurableRun) else run) for d in r.decisions()]
     for decision in decisions:
         reporter.note("decision", f"{decision.kind} {decision.id}: {decision.message}")
     if decisions:

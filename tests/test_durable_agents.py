@@ -121,11 +121,11 @@ def test_explorer_context_is_rebuilt_from_the_journal(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("machine", "kill_at"), [("explorer-evaluator", 5), ("explorer-evaluator", 14),
                                                  ("explorer-evaluator", 21), ("explorer-evaluator", 40),
                                                  ("vibework-agent", 1), ("vibework-agent", 12),
-                                                 ("vibework-agent", 33), ("vibework-agent", 58),
+                                                 ("vibework-agent", 33), ("vibework-agent", 74),
                                                  ("loom-agent", 1)])
 def test_an_agent_sigkilled_at_a_boundary_resumes_to_the_same_end(machine: str, kill_at: int, tmp_path: Path) -> None:
     """Vibework and Loom at 1: killed before the first write, the run is started by --resume (said so); at
-    33: killed while its sub-agent works, the spawn is rerun on the user's word; at 58: killed
+    33: killed while its sub-agent works, its child run resumes where it stopped; at 74: killed
     while the last input waits for permission, before its scripted interrupt, which the resumed
     run then delivers (a late verdict would grant the call)."""
     reference = agentfsm(machine, cwd=fresh(tmp_path / "ref"))

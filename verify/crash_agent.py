@@ -4,11 +4,14 @@ The table-level crash check delivers the table's events to the durable runtime; 
 plays an agent script (its model scripted, its tools real, in a fresh copy of the work
 directory), so the agent's own effects, payloads and context rebuilding are under test.
 The crash-free run counts the write boundaries; each scenario kills a child at one of
-them (spread evenly, and right after each interrupt of the script became durable),
-resumes it with ``--resume`` (deciding ``rerun`` for an effect whose outcome is unknown, as
-a user would after checking), and compares what the run ends with (results, final states,
-warnings such as scripted replies left unused) with the crash-free run, and checks that
-every journal verifies.
+them (spread evenly, right after each interrupt of the script became durable, and at every
+boundary of a sub-agent's work: its child run's writes, the parent's among them, and one
+either side), resumes it with ``--resume`` (deciding ``rerun`` for an effect whose outcome
+is unknown, as a user would after checking), and compares what the run ends with (results,
+final states, warnings such as scripted replies left unused) with the crash-free run. It
+checks that every journal verifies, that no run is left with an effect unsettled (a stuck
+run), and that no effect ran twice unless it is idempotent, the user said ``rerun``, or it
+is a sub-agent resumed on its child run.
 """
 
 from __future__ import annotations
@@ -26,9 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.impl.durable.journal import JournalError
+from agentfsm.impl.durable.children import child_run_id
+from agentfsm.impl.durable.journal import DECIDED, JournalError, Record
+from agentfsm.impl.durable.run import EngineStepper
+from agentfsm.impl.durable.state import apply, initial_state
 from agentfsm.impl.script import AgentScript
 from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.spec import Table, load_table
 from agentfsm.verify.forking import Forked, ForkTimeout
 
 CHILD_TIMEOUT = 120.0
@@ -85,6 +92,9 @@ class AgentCrash:
         self.tmp = Path(tempfile.mkdtemp(prefix="agentfsm-crash-agent-"))
         self.report = AgentCrashReport(machine)
         self.interrupts: list[int] = []  # boundaries of the crash-free run right after an interrupt
+        self.children: list[int] = []    # boundaries of the crash-free run's writes to child runs
+        loaded = load_table(self.table)
+        self.served = load_table(self.table, loaded.runtime) if loaded.runtime else loaded  # as `run` serves it
 
     def close(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -122,13 +132,18 @@ class AgentCrash:
         return subprocess.CompletedProcess(args, int(code), str(out), str(err))
 
     def journal_problem(self, where: Path) -> str | None:
-        """Whether every run's journal verifies (checksums, links, sequence) and its run ended."""
+        """Whether every run's journal verifies (checksums, links, sequence), its run ended with
+        every effect settled, and no effect ran twice without a reason (``effects_problem``)."""
         store = SqliteStore(where / "j.db")
         try:
-            for run_id in store.runs():
+            runs = store.runs()
+            for run_id in runs:
                 records = store.load(run_id).records
                 if records and records[-1].seq != store.version(run_id):
                     return f"run {run_id}: the journal ends at {records[-1].seq}, the run at {store.version(run_id)}"
+                problem = effects_problem(self.served, store.records(run_id), runs)
+                if problem is not None:
+                    return f"run {run_id}: {problem}"
         except JournalError as exc:
             return f"the journal does not verify: {exc}"
         finally:
@@ -144,6 +159,7 @@ class AgentCrash:
             return None
         self.report.boundaries = int(counted[-1])
         self.interrupts = [int(n) for text in notes(done.stdout, "interrupt-boundaries") for n in text.split()]
+        self.children = [int(n) for text in notes(done.stdout, "child-boundaries") for n in text.split()]
         return outcome(done.stdout)
 
     def scenario(self, kill_at: int, expected: list[str]) -> None:
@@ -173,10 +189,31 @@ class AgentCrash:
         expected = self.reference()
         if expected is not None:
             total = self.report.boundaries
-            points = sorted({max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)} | set(self.interrupts))
+            spread = {max(1, round(total * (k + 1) / (kills + 1))) for k in range(kills)}
+            sub_agents = set(range(min(self.children) - 1, max(self.children) + 2)) if self.children else set()
+            points = sorted(spread | set(self.interrupts) | {p for p in sub_agents if 1 <= p <= total})
             for done, point in enumerate([0, *points]):
                 if point:
                     self.scenario(point, expected)
                 if progress is not None:
                     progress(done, len(points))
         return self.report
+
+
+def effects_problem(table: Table, records: list[Record], runs: list[str]) -> str | None:
+    """A run's journal, folded: an effect left unsettled (the run is stuck), or one started more
+    often than its first run, the user's ``rerun`` decisions and, for an idempotent effect or a
+    sub-agent's spawn (resumed on its child run), its retries explain."""
+    st = initial_state(table, records[0])
+    stepper = EngineStepper(table)
+    for record in records[1:]:
+        apply(table, stepper, st, record)
+    reruns = [str(r.body.get("key")) for r in records if r.kind == DECIDED and r.body.get("decision") == "rerun"]
+    for effect in st.effects.values():
+        resumable = effect.idempotent or child_run_id(effect.key) in runs
+        if not resumable and effect.attempts > 1 + reruns.count(effect.key):
+            return (f"effect {effect.key} ({effect.action}) started {effect.attempts} times with "
+                    f"{reruns.count(effect.key)} rerun decision(s): it ran again silently")
+        if effect.status in ("pending", "started", "unknown"):
+            return f"effect {effect.key} ({effect.action}) is left {effect.status}: the run is stuck"
+    return None

@@ -26,6 +26,7 @@ from agentfsm.impl.agents.prompts import (
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
 from agentfsm.impl.agents.vibework import WAITING, VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.impl.driver import Driver
+from agentfsm.impl.durable.children import child_runs, owner
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.journal import STEP
 from agentfsm.impl.durable.run import DurableRun
@@ -42,6 +43,8 @@ from agentfsm.impl.play import (
 )
 from agentfsm.impl.script import AgentScript, Turn
 from agentfsm.spec import Table
+
+from agentfsm.cliutil import BadInput
 
 
 @dataclass(frozen=True)
@@ -139,16 +142,33 @@ def _unused(run: Run, llm: ScriptedLlm) -> None:
 
 def vibework_used(run: DurableRun) -> dict[str, int]:
     """What a durable vibework run consumed of its script: LLM replies (settled calls), permission
-    verdicts and answers (the steps that took them), with what its sub-agents used."""
-    steps = [r.body for r in run.store.records(run.run_id) if r.kind == STEP]
-    used = {kind: sum(1 for s in steps if s["prev"]["state"] == waiting != s["next"]["state"])
-            for kind, waiting in WAITING.items()}
-    used["llm"] = sum(1 for e in run.st.effects.values() if e.action == "CallLlm" and e.via in ("run", "cancel"))
-    for effect in run.st.effects.values():
-        if effect.action == "ExecuteTool" and isinstance(effect.result, dict):
-            for kind in used:
-                used[kind] += int(effect.result.get(kind, 0))
+    verdicts and answers (the steps that took them), with what its sub-agents used: their child
+    runs' (a journal older than child runs kept the counts with the spawn's result)."""
+    used = dict.fromkeys([*WAITING, "llm"], 0)
+    for run_id in [run.run_id, *child_runs(run.run_id, run.store.runs())]:
+        one = run if run_id == run.run_id else DurableRun.attach(run.store, run.table, run_id, run.tools)
+        steps = [r.body for r in run.store.records(run_id) if r.kind == STEP]
+        for kind, waiting in WAITING.items():
+            used[kind] += sum(1 for s in steps if s["prev"]["state"] == waiting != s["next"]["state"])
+        used["llm"] += sum(1 for e in one.st.effects.values() if e.action == "CallLlm" and e.via in ("run", "cancel"))
+        for effect in one.st.effects.values():
+            if effect.action == "ExecuteTool" and isinstance(effect.result, dict):
+                for kind in used:
+                    used[kind] += int(effect.result.get(kind, 0))
     return used
+
+
+def runs_to_resume(agent: VibeworkAgent, durable: Durability) -> list[DurableRun]:
+    """The agent's run and the child runs its recovery opened (its sub-agents', resumed where they
+    stopped); a decision given for a child run not among them would be silently dropped: bad input."""
+    runs = agent.runs()
+    opened = {run.run_id for run in runs}
+    stored = durable.store.runs()
+    for id in durable.decisions:
+        run_id = owner(id, stored)
+        if run_id is not None and run_id not in opened:
+            raise BadInput(f"--decide {id}: its run {run_id} is not being resumed (its parent's effect is settled)")
+    return runs
 
 
 def _interrupt_due(run: DurableRun, turns: Sequence[Turn], sent: int) -> float | None:
@@ -183,8 +203,13 @@ async def play_vibework(run: Run) -> int:
     speaker: Conversing = agent
     durable = run.durable
     if durable is not None:
+        agent.child_decisions = durable.decisions
         link = durable.link(agent, agent, reporter)
-        if report_decisions(link.run, reporter):
+        runs = runs_to_resume(agent, durable)
+        for child in runs[1:]:
+            reporter.note("resume", f"sub-agent run {child.run_id} recovered at version {child.version} in "
+                                    f"{child.state}")
+        if report_decisions(runs, reporter):
             return 1
         used = vibework_used(link.run)
         llm.skip(used["llm"])

@@ -20,9 +20,11 @@ completes first (a sub-agent is interrupted too, so it completes soon).
 
 Run durably (``agentfsm run --store``), the LLM calls and tool executions are journaled
 effects whose outcomes come back with their events, and a resumed agent rebuilds its
-conversation from the journaled payloads. A sub-agent runs inside its parent's
-``ExecuteTool`` effect: its own steps are not journaled, so a crash while it works leaves
-the spawn unknown, a decision for the user like any other tool that may have acted.
+conversation from the journaled payloads. A sub-agent is a child run of its parent's
+``ExecuteTool`` effect (``agentfsm.impl.durable.children``): its own LLM calls and tools are
+journaled there, the parent's effect completes with its answer, and after a crash the
+spawn's status query answers ``resume``: the child run is recovered (its unknown tools
+follow the same rules as the parent's) and continues where it stopped.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ from agentfsm.impl.agents.prompts import (
 )
 from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
+from agentfsm.impl.durable.children import child_run_id, decisions_of
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import JSON, STEP, Record
-from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.run import CallSpec, Decision, DurableRun, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import (
@@ -80,8 +83,6 @@ RESULTS = frozenset({"ToolCompleted", "ToolFailed", "SubAgentCompleted", "SubAge
 CONTEXT_ACTIONS = frozenset({"AnswerToolDenied", "AnswerToolError", "AnswerToolInterrupted",
                              "AnswerRemainingToolsInterrupted", "KeepPartialText", "DiscardThinkingAndToolCalls",
                              "CancelQuestions", "ReportError", "ClearError"})
-ASKED = {"llm": "CallLlm", "permissions": "RequestPermission", "answers": "SendQuestions"}
-"""What a run consumes of a script (LLM replies, permission verdicts, answers), by the action that asks."""
 WAITING = {"permissions": "WaitingForPermission", "answers": "WaitingForUserInput"}
 """Where the agent waits for a verdict or answers: a step out of it used one (answered, or withdrawn)."""
 
@@ -184,6 +185,10 @@ class VibeworkAgent(Driver):
             self.conversation.append({"role": "system", "content": self.config.system_prompt})
         self.error: str | None = None
         self.child: VibeworkAgent | None = None
+        self.child_decisions: Mapping[str, str] = {}
+        """The user's decisions (``--decide``) for the effects of this agent's child runs (durable runs)."""
+        self._children: dict[str, tuple[VibeworkAgent, DurableLink]] = {}  # child runs recovery opened, by spawn key
+        self._blocked = False  # a child run waits for the user's decision: nothing goes on until a resume
         self._partial = ResponseBuilder()
         self._batch: list[ToolCall] = []
         self._answered: set[str] = set()
@@ -199,8 +204,9 @@ class VibeworkAgent(Driver):
         return self.engine.state == "Done" or super().is_done()
 
     def settled(self) -> bool:
-        """Idle, Done or Error with nothing left to do: the agent waits for new input."""
-        return self.engine.state in SETTLED and self.is_quiet()
+        """Idle, Done or Error with nothing left to do: the agent waits for new input (or, durably,
+        for the user's decision in a child run: ``decisions()``)."""
+        return (self.engine.state in SETTLED or self._blocked) and self.is_quiet()
 
     async def wait_settled(self) -> None:
         await self.wait_until(self.settled)
@@ -375,11 +381,10 @@ class VibeworkAgent(Driver):
             return
         self._finish_tool(activity, await self.toolbox.execute(call), pending)
 
-    def _finish_tool(self, activity: Activity, result: ToolResult, pending: Pending | None,
-                     used: Mapping[str, int] | None = None) -> None:
-        """Feed a call's result; durably it reports the execution (with what a sub-agent ``used``)."""
+    def _finish_tool(self, activity: Activity, result: ToolResult, pending: Pending | None) -> None:
+        """Feed a call's result; durably it reports the execution."""
         failed = result.is_error and self.config.tool_errors_fatal
-        effect = report(pending, "failed" if failed else "completed", {"result": asdict(result), **(used or {})})
+        effect = report(pending, "failed" if failed else "completed", {"result": asdict(result)})
         if failed:
             activity.feed(self, "ToolFailed", payload=result, effect=effect)
         else:
@@ -398,32 +403,68 @@ class VibeworkAgent(Driver):
             self._finish_tool(activity, ToolResult(call.id, call.name, "sub-agents may not spawn sub-agents "
                                                    f"deeper than {self.config.max_depth}", True), pending)
             return
-        child = self.child = VibeworkAgent(
-            self.table, self.llm, config=self.config, toolbox=self.toolbox, permissions=self.permissions,
-            questions=self.questions, display=self.display, sessions=self.sessions, depth=self.depth + 1,
-            name=f"{self.name}/sub{self.depth + 1}", logger=self.log)
+        link = None
+        if pending is not None and isinstance(self.durability, DurableLink):
+            child, link = self._child_run(pending.key)
+        else:
+            child = self._new_child()
+        self.child = child
         child.start()
         try:
-            if self.engine.state != "WaitingForSubAgent":  # else a rerun of a spawn the crash cut short
+            if link is not None:
+                link.resume()
+            resumed = self.engine.state == "WaitingForSubAgent"  # a spawn resumed (or rerun) after a crash
+            if not resumed:
                 activity.feed(self, "SubAgentSpawned", payload=child.session_id)
-            child.send_input(task)
+            child.send_input(task, event_id="task")  # a resumed child run holds it already: a duplicate
+            if resumed and self.engine.vars["interrupted"]:  # journaled for the parent, maybe not for the child
+                self._interrupt_child()
             await child.wait_settled()
             outcome, error, answer = child.state(), child.error, child.last_text()
+            child.durability = None  # the child run ends where it settled: its release is not journaled
         finally:
             await child.shutdown()
-        used = child.used()
         if outcome == "Error":
             result = ToolResult(call.id, call.name, f"sub-agent {child.session_id} failed: {error}", True)
             activity.feed(self, "SubAgentFailed", payload=result,
-                          effect=report(pending, "failed", {"result": asdict(result), **used}))
+                          effect=report(pending, "failed", {"result": asdict(result)}))
         else:
             result = ToolResult(call.id, call.name, answer or "(the sub-agent gave no answer)")
             activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(), payload=result,
-                          effect=report(pending, "completed", {"result": asdict(result), **used}))
+                          effect=report(pending, "completed", {"result": asdict(result)}))
 
-    def used(self) -> dict[str, int]:
-        """What this agent consumed of its script so far (a sub-agent's run is not journaled)."""
-        return {kind: sum(1 for c in self.history if action in c.actions) for kind, action in ASKED.items()}
+    def _new_child(self) -> VibeworkAgent:
+        child = VibeworkAgent(
+            self.table, self.llm, config=self.config, toolbox=self.toolbox, permissions=self.permissions,
+            questions=self.questions, display=self.display, sessions=self.sessions, depth=self.depth + 1,
+            name=f"{self.name}/sub{self.depth + 1}", logger=self.log)
+        child.child_decisions = self.child_decisions
+        return child
+
+    def _child_run(self, key: str) -> tuple[VibeworkAgent, DurableLink]:
+        """The sub-agent of the spawn effect ``key`` on its child run: the one recovery opened, else a
+        new run (or one a decided ``rerun`` finds: recovered, with the user's decisions for it)."""
+        opened = self._children.pop(key, None)
+        if opened is not None:
+            return opened
+        link = self.durability
+        assert isinstance(link, DurableLink)
+        store, run_id = link.run.store, child_run_id(key)
+        runs = store.runs()
+        child = self._new_child()
+        return child, DurableLink.open(child, child, store, run_id, run_id in runs,
+                                       decisions_of(run_id, self.child_decisions, runs))
+
+    def runs(self) -> list[DurableRun]:
+        """This agent's durable run and the child runs its recovery opened (theirs too), to resume."""
+        link = self.durability
+        own = [link.run] if isinstance(link, DurableLink) else []
+        return own + [run for child, _ in self._children.values() for run in child.runs()]
+
+    def decisions(self) -> list[Decision]:
+        """What only the user can settle in this agent's run and the child runs its recovery opened:
+        ``agentfsm run`` prints them and stops before anything runs."""
+        return [decision for run in self.runs() for decision in run.decisions()]
 
     def _await_sub_agent(self, ctx: ActionContext) -> None:
         if ctx.outcome.vars["interrupted"]:
@@ -535,8 +576,13 @@ class VibeworkAgent(Driver):
         return {}
 
     def perform(self, effect: Effect, retry: bool) -> None:
+        """Start an effect's activity; a spawn whose child run waits for the user's decision is left
+        as it is (the agent is then settled: ``decisions()`` says what a later ``--resume`` needs)."""
         pending = Pending(effect.key, retry)
-        if effect.action == "CallLlm":
+        opened = self._children.get(effect.key)
+        if opened is not None and opened[0].decisions():
+            self._blocked = True
+        elif effect.action == "CallLlm":
             self._call_llm(pending)
         elif effect.action == "ExecuteTool":
             self._execute_tool(pending)
@@ -558,7 +604,19 @@ class VibeworkAgent(Driver):
         run.settle(pending.key, "completed", None, "run")
 
     def status_query(self, call: EffectCall) -> StatusReply | None:
-        return None  # neither the model nor the tools can say what became of an earlier call
+        """A spawn's sub-agent resumes on its child run (``resume``; the run is opened, and recovered,
+        now); neither the model nor the tools can say what became of any other earlier call. A spawn
+        journaled before sub-agents had child runs (the parent already waits for it, but no child
+        run exists) ran inside its effect, unjournaled: it stays a decision, as it was."""
+        call_now = self._current()
+        link = self.durability
+        if call.action != "ExecuteTool" or call_now is None or call_now.name != SPAWN \
+                or not isinstance(link, DurableLink):
+            return None
+        if self.engine.state == "WaitingForSubAgent" and child_run_id(call.key) not in link.run.store.runs():
+            return None
+        self._children[call.key] = self._child_run(call.key)
+        return ("resume", None)
 
     def report_back(self, effect: Effect) -> None:
         """Feed back an outcome the user decided (an execution or LLM call the crash left unknown)."""

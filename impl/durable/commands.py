@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm.impl.driver import StateChange
+from agentfsm.impl.durable.children import child_runs, parent_effect
 from agentfsm.impl.durable.journal import (
     INTERRUPT,
     JSON,
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                         "that it did.")
     parser.add_argument("--store", metavar="URL", help="the store: a SQLite file path, sqlite:///PATH or postgresql://...")
     parser.add_argument("path", nargs="?", metavar="URL", help="deprecated spelling of --store URL")
-    parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run")
+    parser.add_argument("--run", dest="run_id", metavar="ID", help="only this run (and its sub-agents' child runs)")
     parser.add_argument("--table", metavar="TABLE", help="the run's table (default: the bundled one of its machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repair", action="store_true",
@@ -123,11 +124,15 @@ class KillAt:
     def __init__(self, at: int) -> None:
         self.at, self.count = at, 0
         self.interrupts: list[int] = []  # the boundaries right after an interrupt became durable
+        self.children: list[int] = []    # the boundaries of writes to a child run (a sub-agent's)
+        self.run_id = ""                 # the run the store writes to now (told by ``_Watched``)
 
     def __call__(self, phase: str, label: str) -> None:
         self.count += 1
         if phase == "after" and INTERRUPT in label.replace(" ", "").split("+"):
             self.interrupts.append(self.count)
+        if parent_effect(self.run_id) is not None:
+            self.children.append(self.count)
         if self.count == self.at:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -142,6 +147,9 @@ def check_run_options(args: argparse.Namespace) -> None:
         if given:
             raise BadInput(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --store")
     args.run_id = "run" if args.run_id is None else args.run_id
+    if parent_effect(args.run_id) is not None:  # its parent owns (and leases) it
+        raise BadInput(f"--run-id {args.run_id}: a sub-agent's child run; resume the run whose effect "
+                       f"{parent_effect(args.run_id)} it is, which resumes it")
     args.lease = 15.0 if args.lease is None else args.lease
 
 
@@ -235,16 +243,22 @@ class _Watched:
     """The store as the durable agent sees it, remembering the first damage or lost lease it
     raised: the agent's driver records failures and stops; the command reports this one."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, kill_hook: KillAt | None = None) -> None:
         self.store = store
+        self.kill_hook = kill_hook  # told which run each write goes to
         self.failure: JournalError | LeaseLost | None = None
         self.detached: str | None = None  # the process is stopping: nothing more is written
+
+    def _writing(self, run_id: str) -> None:
+        if self.kill_hook is not None:
+            self.kill_hook.run_id = run_id
 
     def _note(self, exc: JournalError | LeaseLost) -> None:
         if self.failure is None and not isinstance(exc, Conflict | Detached):
             self.failure = exc
 
     def create(self, run_id: str, machine: str, entry: Entry) -> Record:
+        self._writing(run_id)
         return self.store.create(run_id, machine, entry)
 
     def runs(self) -> list[str]:
@@ -260,6 +274,7 @@ class _Watched:
                snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
         if self.detached is not None:
             raise Detached(f"stopped by {self.detached}")
+        self._writing(run_id)
         try:
             return self.store.append(run_id, expect, entries, snapshot)
         except (JournalError, LeaseLost) as exc:
@@ -328,7 +343,7 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
     """Play an agent script through a durable run of the async driver (the Loom agent's, or
     ``player``'s); ``--resume`` recovers it first."""
     with _owned(args) as ownership:
-        watched = _Watched(ownership.store)
+        watched = _Watched(ownership.store, args.kill_hook)
         durable = Durability(watched, args.run_id, args.resume, parse_decisions(args.decide))
         try:
             with _journal_errors(args):
@@ -352,6 +367,8 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
                 reporter.note("boundaries", str(args.kill_hook.count))
                 if args.kill_hook.interrupts:
                     reporter.note("interrupt-boundaries", " ".join(map(str, args.kill_hook.interrupts)))
+                if args.kill_hook.children:
+                    reporter.note("child-boundaries", " ".join(map(str, args.kill_hook.children)))
 
 
 STOP_CODES = {"SIGINT": 130, "SIGTERM": 143}
@@ -489,7 +506,8 @@ def run_journal(args: argparse.Namespace) -> int:
 
 
 def _journal(store: Store, args: argparse.Namespace) -> int:
-    runs = store.runs() if args.run_id is None else [args.run_id]
+    stored = store.runs()
+    runs = stored if args.run_id is None else [args.run_id, *child_runs(args.run_id, stored)]
     damaged: list[str] = []
     out: list[dict[str, JSON]] = []
     for run_id in runs:
@@ -498,6 +516,8 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
         except UnknownRun as exc:
             raise BadInput(str(exc)) from None
         entry: dict[str, JSON] = {"run_id": run_id, "machine": machine}
+        if parent_effect(run_id) is not None:
+            entry["parent_effect"] = parent_effect(run_id)  # a sub-agent's child run
         if args.repair:
             _repair(store, args, run_id, entry)
         try:
@@ -544,7 +564,8 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
 
 
 def _print_run(entry: dict[str, JSON], records: list[Record]) -> None:
-    print(f"run {entry['run_id']} ({entry['machine']})")
+    parent = f", the sub-agent of effect {entry['parent_effect']}" if "parent_effect" in entry else ""
+    print(f"run {entry['run_id']} ({entry['machine']}{parent})")
     for record in records:
         print(f"  {record.seq:4d}  {record.kind:<16} {describe(record)}")
     if "error" in entry:

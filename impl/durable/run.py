@@ -65,7 +65,10 @@ from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import StepResult
 
-StatusReply = tuple[Literal["done", "not-run", "unknown"], JSON]
+StatusReply = tuple[Literal["done", "not-run", "unknown", "resume"], JSON]
+"""A status query's answer: ``done`` (with the result), ``not-run``, ``unknown``, or ``resume``: the
+effect's own work is journaled under its key (a sub-agent's child run), so performing it again
+continues that work where it stopped instead of repeating it."""
 Clock = Callable[[], float]
 
 
@@ -549,8 +552,8 @@ class DurableRun:
         self._complete(key, outcome, result, via)
 
     def _resolve_unknown(self, key: str) -> None:
-        """Status query, else (interrupted) settled failed, else idempotent retry with the same key, else
-        leave it to the user."""
+        """Status query, else (interrupted) settled failed, else a journaled work resumed (``resume``) or
+        an idempotent retry with the same key, else leave it to the user."""
         effect = self.st.effects[key]
         if effect.status != "unknown":
             return
@@ -563,7 +566,8 @@ class DurableRun:
                                           "was journaled, so whether it completed is unknown")
         elif reply is not None and reply[0] == "not-run" and getattr(tool, "fences", False):
             self._perform(effect)
-        elif effect.idempotent and effect.attempts < self.options.max_attempts:
+        elif (reply is not None and reply[0] == "resume") or (effect.idempotent
+                                                              and effect.attempts < self.options.max_attempts):
             self._perform(effect, retry=True)
 
     def _settle_interrupted(self, key: str, why: str) -> None:
