@@ -1,15 +1,22 @@
 """System exploration on the Loom system with 2, 3 and 4 tool-call instances, with and
-without symmetry reduction, beside Spin on the Promela export in the same run.
+without symmetry reduction and with and without partial-order reduction, beside Spin on the
+Promela export (with and without its own reduction) in the same run.
 
-For each size: configurations and configurations/s of the explorer with symmetry (the
-representatives) and without (every configuration), and Spin's stored states and
-states/s on the export without reduction (``-DNOREDUCE``) and with its partial-order
-reduction; then the ratios. Usage: ``make bench`` or ``.venv/bin/python bench/bench_systems.py``.
+Each exploration runs in a fresh interpreter (``--one CALLS SYMMETRY REDUCTION``) so that its
+peak resident memory is its own. For each size: configurations, seconds and peak memory of
+the explorer in its four settings; Spin's stored states, search and end-to-end seconds (spin
+-a, gcc, pan) and memory without reduction (``-DNOREDUCE``) and with its partial-order
+reduction; then the ratios. The partial-order reduction serves the safety checks only, so
+its row is the safety exploration (``verify`` explores the Loom system in full: it has
+liveness properties). Usage: ``make bench`` or ``.venv/bin/python bench/bench_systems.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +26,10 @@ from agentfsm.spec.system_model import System
 from agentfsm.verify import spin
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_promela import export_system_promela
+from explore_vs_spin import peak_memory
 
 SYSTEMS = Path(__file__).resolve().parent.parent / "spec" / "systems"
+SETTINGS = ((False, False), (True, False), (False, True), (True, True))   # (symmetry, reduction)
 
 
 def loom_system(calls: int, directory: Path) -> System:
@@ -38,40 +47,67 @@ def loom_system(calls: int, directory: Path) -> System:
     return load_system(path)
 
 
+def one(calls: int, symmetry: bool, reduction: bool) -> None:
+    """One exploration in this (fresh) process: print its figures as JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        system = loom_system(calls, Path(tmp))
+        start, cpu = time.perf_counter(), time.process_time()
+        ex = explore_system(system, symmetry, reduction=reduction)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"configurations": len(ex.configs), "steps": len(ex.edges_src), "seconds": seconds,
+                      "cpu": cpu, "peak": peak_memory()}))
+
+
+def measured(calls: int, symmetry: bool, reduction: bool) -> dict[str, float]:
+    args = [sys.executable, __file__, "--one", str(calls), str(int(symmetry)), str(int(reduction))]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    result: dict[str, float] = json.loads(out.splitlines()[-1])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--one", type=int, nargs=3, help=argparse.SUPPRESS)   # calls symmetry reduction, in a child
     args = parser.parse_args()
+    if args.one is not None:
+        one(args.one[0], bool(args.one[1]), bool(args.one[2]))
+        return
     have_spin = spin.available()
-    print("Loom system: agent + N tool calls (one crash), configurations/s; Spin on the export, same run")
-    print(f"{'N':>2} {'sym confs':>10} {'sym conf/s':>10} {'full confs':>10} {'full conf/s':>11} {'sym x':>6} | "
-          f"{'spin NR st':>10} {'NR st/s':>9} {'spin PO st':>10} {'PO st/s':>9} | {'NR/ours':>7} {'PO red.':>7}")
+    print("Loom system: agent + N tool calls (one crash); ours: configurations, seconds, peak MB per setting;"
+          " Spin on the export, same run")
+    print(f"{'N':>2} {'setting':>8} {'confs':>8} {'steps':>8} {'s':>6} {'conf/s':>8} {'MB':>4} | "
+          f"{'spin':>4} {'states':>8} {'search':>6} {'e2e':>5} {'MB':>4} | {'x search':>8} {'x e2e':>5} {'x MB':>5}")
     with tempfile.TemporaryDirectory() as tmp:
         for calls in args.calls:
-            system = loom_system(calls, Path(tmp))
-            start = time.perf_counter()
-            reduced = explore_system(system, symmetry=True)
-            sym_s = time.perf_counter() - start
-            start = time.perf_counter()
-            full = explore_system(system, symmetry=False)
-            full_s = time.perf_counter() - start
-            sym_n, full_n = len(reduced.configs), len(full.configs)
-            row = (f"{calls:>2} {sym_n:>10,} {sym_n / sym_s:>10,.0f} {full_n:>10,} {full_n / full_s:>11,.0f} "
-                   f"{full_n / sym_n:>6.1f}")
+            ours = {setting: measured(calls, *setting) for setting in SETTINGS}
+            full = ours[False, False]
+            runs: dict[bool, spin.SpinRun] = {}
             if have_spin:
-                model = export_system_promela(system)
-                plain = spin.run_spin_model(model, Path(tmp) / f"nr{calls}", timeout=900)
-                por = spin.run_spin_model(model, Path(tmp) / f"po{calls}", timeout=900, reduce=True)
-                assert plain.states == full_n, (plain.states, full_n)
-                plain_rate = plain.states / max(plain.search_s, 1e-3)
-                por_rate = por.states / max(por.search_s, 1e-3)
-                row += (f" | {plain.states:>10,} {plain_rate:>9,.0f} {por.states:>10,} {por_rate:>9,.0f} | "
-                        f"{plain_rate / (full_n / full_s):>7.1f} {plain.states / por.states:>7.2f}")
-            else:
-                row += " | spin not installed"
-            print(row, flush=True)
-    print("sym x: configurations without symmetry / representatives with it; NR/ours: Spin's NOREDUCE states/s over "
-          "ours without symmetry; PO red.: Spin's states without reduction / with partial-order reduction")
+                model = export_system_promela(loom_system(calls, Path(tmp)))
+                for reduce in (False, True):
+                    runs[reduce] = spin.run_spin_model(model, Path(tmp) / f"{calls}-{reduce}", timeout=900,
+                                                       reduce=reduce)
+                assert runs[False].states == full["configurations"], (runs[False].states, full["configurations"])
+            for k, (symmetry, reduction) in enumerate(SETTINGS):
+                mine = ours[symmetry, reduction]
+                name = ("sym" if symmetry else "full") + ("+por" if reduction else "")
+                row = (f"{calls:>2} {name:>8} {int(mine['configurations']):>8,} {int(mine['steps']):>8,} "
+                       f"{mine['seconds']:>6.2f} {mine['configurations'] / mine['seconds']:>8,.0f} "
+                       f"{mine['peak'] / 1e6:>4,.0f}")
+                if have_spin:
+                    run = runs[reduction]
+                    row += (f" | {'PO' if reduction else 'NR':>4} {run.states:>8,} {run.search_s:>6.2f} "
+                            f"{run.total_s:>5.2f} {run.memory_mb:>4,.0f} | {mine['seconds'] / run.search_s:>8.2f} "
+                            f"{mine['seconds'] / run.total_s:>5.2f} {mine['peak'] / 1e6 / run.memory_mb:>5.2f}")
+                elif k == 0:
+                    row += " | spin not installed"
+                print(row, flush=True)
+    print("setting: full = every configuration, sym = symmetry reduction, +por = partial-order reduction (the\n"
+          "safety exploration). s, MB: the exploration's wall seconds and the peak resident memory of its (fresh)\n"
+          "process. Spin beside each row: NR = -DNOREDUCE for the rows without +por, PO = its partial-order\n"
+          "reduction for the rows with it; search = pan's wall seconds, e2e = spin -a + gcc -O2 + pan, MB = pan's\n"
+          "total memory. x search, x e2e, x MB: ours / Spin's (below 1: agentfsm is faster or smaller).")
 
 
 if __name__ == "__main__":
