@@ -31,6 +31,11 @@ FIXTURES = Path(__file__).resolve().parent / "systems"
 LIVENESS = ("always-reachable", "no-cycle-within")
 PLANTED = [*sorted((ROOT / "spec" / "systems").glob("*.yaml")), FIXTURES / "counter-race.yaml",
            FIXTURES / "pingpong-system.yaml", FIXTURES / "toggles-system.yaml", FIXTURES / "independent-system.yaml"]
+# One system per dependency the reduction must respect: each is missed when its rule is dropped.
+RULES = {"a guard reads what a step writes": "guarded-bell-system.yaml",
+         "a message races a crash of its receiver": "crash-race-system.yaml",
+         "a shared fault budget": "fault-budget-system.yaml",
+         "an invariant reads a mailbox": "mailbox-watch-system.yaml"}
 
 
 def safety(verdict: SysVerdict) -> list[tuple[str, str | None, bool]]:
@@ -64,6 +69,26 @@ def assert_same_safety_verdicts(system: System, symmetry: bool) -> tuple[int, in
 @pytest.mark.parametrize("symmetry", [True, False])
 def test_every_planted_bug_is_still_found(path: Path, symmetry: bool) -> None:
     assert_same_safety_verdicts(load_system(path), symmetry)
+
+
+@pytest.mark.parametrize("name", RULES.values(), ids=list(RULES))
+def test_each_dependency_is_respected(name: str) -> None:
+    system = load_system(FIXTURES / name)
+    assert_same_safety_verdicts(system, symmetry=False)
+    assert not verify_system(system).ok
+
+
+def test_a_guard_that_reads_another_instance_keeps_it_in_the_set(tmp_path: Path) -> None:
+    """The bell's guard reads the dial: with the invariant on the dial the bell's ring is invisible,
+    and still it cannot go first alone (the dial's turn would disable it)."""
+    text = (FIXTURES / "guarded-bell-system.yaml").read_text().replace("table: ", f"table: {FIXTURES}/")
+    old = "{name: bell-quiet, expr: bell.state == Quiet}"
+    assert old in text
+    path = tmp_path / "dial-watched.yaml"
+    path.write_text(text.replace(old, "{name: dial-unturned, expr: dial.state != S2}"))
+    system = load_system(path)
+    assert_same_safety_verdicts(system, symmetry=False)
+    assert {c.name or c.kind for c in verify_system(system).checks if not c.ok} == {"dial-unturned", "deadlock"}
 
 
 def test_independent_steps_are_explored_in_one_order() -> None:

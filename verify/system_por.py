@@ -187,9 +187,8 @@ class Reducer:
             for resource in self.guard_reads[i]:     # enable or disable its environment events
                 need |= self.writers(pushers, resource)
             for (_, _, effect), writes in steps.get(i, ()):
-                for sent in effect.sent:             # order and room in the mailboxes it sends to
-                    need.add(sent.target)
-                    need |= pushers[sent.target]
+                # Order and room in the mailboxes it sends to: their owners, and so (above) their other senders.
+                need.update(sent.target for sent in effect.sent)
                 for resource in writes:
                     if resource[0] == "f":           # a shared fault budget
                         need |= self.fault_members[resource[1]]
