@@ -8,7 +8,9 @@ the explorer in its four settings; Spin's stored states, search and end-to-end s
 -a, gcc, pan) and memory without reduction (``-DNOREDUCE``) and with its partial-order
 reduction; then the ratios. The partial-order reduction serves the safety checks only, so
 its row is the safety exploration (``verify`` explores the Loom system in full: it has
-liveness properties). Usage: ``make bench`` or ``.venv/bin/python bench/bench_systems.py``.
+liveness properties). A second series, N independent peers with an invariant on one, shows
+what the reduction does where instances do not interact. Usage: ``make bench`` or
+``.venv/bin/python bench/bench_systems.py [--calls 2 3 4] [--peers 8 12 14]``.
 """
 
 from __future__ import annotations
@@ -47,10 +49,26 @@ def loom_system(calls: int, directory: Path) -> System:
     return load_system(path)
 
 
-def one(calls: int, symmetry: bool, reduction: bool) -> None:
+def peers_system(count: int, directory: Path) -> System:
+    """``count`` peers (tests/systems/pingpong.yaml) that each send one Ping nobody receives, an
+    invariant on the last: 2^count configurations, count + 1 with partial-order reduction."""
+    names = [f"p{k}" for k in range(count)]
+    table = SYSTEMS.parent.parent / "tests" / "systems" / "pingpong.yaml"
+    lines = ["format: 1", "system: peers", "instances:", *(f"  {n}: {{table: {table}}}" for n in names),
+             "environment:", *(f"  {n}: [Go]" for n in names),
+             "invariants:", f"  - {{name: last-sends-once, expr: {names[-1]}.seq <= 1}}"]
+    path = directory / f"peers-{count}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_system(path)
+
+
+SERIES = {"loom": loom_system, "peers": peers_system}
+
+
+def one(series: str, size: int, symmetry: bool, reduction: bool) -> None:
     """One exploration in this (fresh) process: print its figures as JSON."""
     with tempfile.TemporaryDirectory() as tmp:
-        system = loom_system(calls, Path(tmp))
+        system = SERIES[series](size, Path(tmp))
         start, cpu = time.perf_counter(), time.process_time()
         ex = explore_system(system, symmetry, reduction=reduction)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -58,41 +76,32 @@ def one(calls: int, symmetry: bool, reduction: bool) -> None:
                       "cpu": cpu, "peak": peak_memory()}))
 
 
-def measured(calls: int, symmetry: bool, reduction: bool) -> dict[str, float]:
-    args = [sys.executable, __file__, "--one", str(calls), str(int(symmetry)), str(int(reduction))]
+def measured(series: str, size: int, symmetry: bool, reduction: bool) -> dict[str, float]:
+    args = [sys.executable, __file__, "--one", series, str(size), str(int(symmetry)), str(int(reduction))]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     result: dict[str, float] = json.loads(out.splitlines()[-1])
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, nargs="+", default=[2, 3, 4])
-    parser.add_argument("--one", type=int, nargs=3, help=argparse.SUPPRESS)   # calls symmetry reduction, in a child
-    args = parser.parse_args()
-    if args.one is not None:
-        one(args.one[0], bool(args.one[1]), bool(args.one[2]))
-        return
-    have_spin = spin.available()
-    print("Loom system: agent + N tool calls (one crash); ours: configurations, seconds, peak MB per setting;"
-          " Spin on the export, same run")
+def series(name: str, sizes: list[int], settings: tuple[tuple[bool, bool], ...], have_spin: bool) -> None:
+    """One row per size and setting: ours, then Spin on the export with the matching reduction."""
     print(f"{'N':>2} {'setting':>8} {'confs':>8} {'steps':>8} {'s':>6} {'conf/s':>8} {'MB':>4} | "
           f"{'spin':>4} {'states':>8} {'search':>6} {'e2e':>5} {'MB':>4} | {'x search':>8} {'x e2e':>5} {'x MB':>5}")
     with tempfile.TemporaryDirectory() as tmp:
-        for calls in args.calls:
-            ours = {setting: measured(calls, *setting) for setting in SETTINGS}
+        for size in sizes:
+            ours = {setting: measured(name, size, *setting) for setting in settings}
             full = ours[False, False]
             runs: dict[bool, spin.SpinRun] = {}
             if have_spin:
-                model = export_system_promela(loom_system(calls, Path(tmp)))
+                model = export_system_promela(SERIES[name](size, Path(tmp)))
                 for reduce in (False, True):
-                    runs[reduce] = spin.run_spin_model(model, Path(tmp) / f"{calls}-{reduce}", timeout=900,
+                    runs[reduce] = spin.run_spin_model(model, Path(tmp) / f"{size}-{reduce}", timeout=900,
                                                        reduce=reduce)
                 assert runs[False].states == full["configurations"], (runs[False].states, full["configurations"])
-            for k, (symmetry, reduction) in enumerate(SETTINGS):
+            for k, (symmetry, reduction) in enumerate(settings):
                 mine = ours[symmetry, reduction]
-                name = ("sym" if symmetry else "full") + ("+por" if reduction else "")
-                row = (f"{calls:>2} {name:>8} {int(mine['configurations']):>8,} {int(mine['steps']):>8,} "
+                label = ("sym" if symmetry else "full") + ("+por" if reduction else "")
+                row = (f"{size:>2} {label:>8} {int(mine['configurations']):>8,} {int(mine['steps']):>8,} "
                        f"{mine['seconds']:>6.2f} {mine['configurations'] / mine['seconds']:>8,.0f} "
                        f"{mine['peak'] / 1e6:>4,.0f}")
                 if have_spin:
@@ -103,6 +112,23 @@ def main() -> None:
                 elif k == 0:
                     row += " | spin not installed"
                 print(row, flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--peers", type=int, nargs="+", default=[8, 12, 14])
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)   # series size symmetry reduction, in a child
+    args = parser.parse_args()
+    if args.one is not None:
+        one(args.one[0], int(args.one[1]), args.one[2] == "1", args.one[3] == "1")
+        return
+    have_spin = spin.available()
+    print("Loom system: agent + N tool calls (one crash); ours: configurations, seconds, peak MB per setting;"
+          " Spin on the export, same run")
+    series("loom", args.calls, SETTINGS, have_spin)
+    print("\nN independent peers, an invariant on one (where partial-order reduction pays)")
+    series("peers", args.peers, ((False, False), (False, True)), have_spin)
     print("setting: full = every configuration, sym = symmetry reduction, +por = partial-order reduction (the\n"
           "safety exploration). s, MB: the exploration's wall seconds and the peak resident memory of its (fresh)\n"
           "process. Spin beside each row: NR = -DNOREDUCE for the rows without +por, PO = its partial-order\n"

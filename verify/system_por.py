@@ -104,6 +104,7 @@ class Reducer:
         self.system = system
         n = len(system.instances)
         self.visible = invariant_reads(system)
+        self.visible_state = [("st", i) in self.visible for i in range(n)]
         self.visible_slots = [[r[-1] for r in self.visible if r[0] == "v" and r[1] == i] for i in range(n)]
         self.visible_boxes = sorted(r[1] for r in self.visible if r[0] == "m")
         self.visible_stalls = sorted(r[1] for r in self.visible if r[0] == "x")
@@ -204,6 +205,8 @@ class Reducer:
                deeper: Callable[[Config], bool]) -> list[Successor]:
         """A subset of ``successors`` that is enough for the safety checks, or all of them. ``deeper``
         says whether a successor lies beyond the current breadth-first level (the cycle proviso)."""
+        if len(successors) < 2:
+            return successors
         steps: dict[int, list[tuple[Successor, set[Resource]]]] = {}
         visible: set[int] = set()    # instances with an enabled step that is visible
         movers: set[int] = set()
@@ -238,7 +241,7 @@ class Reducer:
         i = label[1]
         before, after = config[0][i], nxt[0][i]
         if before is not after:
-            if ("st", i) in self.visible and before[0] != after[0]:
+            if self.visible_state[i] and before[0] != after[0]:
                 return True
             if any(before[1][k] != after[1][k] for k in self.visible_slots[i]):
                 return True
