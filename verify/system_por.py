@@ -129,6 +129,7 @@ class Reducer:
                 self.guard_readers.setdefault(resource, set()).update(env.instances)
         self.fault_members = [set(f.instances) for f in system.faults]
         self.future: dict[tuple[int, int], frozenset[int]] = {}
+        self.pushers_memo: dict[tuple[int, ...], list[set[int]]] = {}
 
     def future_targets(self, k: int, state: int) -> frozenset[int]:
         """The mailboxes instance ``k`` may ever send to from ``state``: the links of every action a row
@@ -158,6 +159,15 @@ class Reducer:
                             for t in link.targets)
         self.future[key] = targets
         return targets
+
+    def pushers(self, states: tuple[int, ...]) -> list[set[int]]:
+        """Per mailbox, the instances that may still send to it, with the instances in ``states``."""
+        found = self.pushers_memo.get(states)
+        if found is None:
+            futures = [self.future_targets(k, state) for k, state in enumerate(states)]
+            found = self.pushers_memo[states] = [{k for k, targets in enumerate(futures) if t in targets}
+                                                 for t in self.every]
+        return found
 
     def writers(self, pushers: Sequence[set[int]], resource: Resource) -> set[int]:
         """The instances whose steps may change ``resource``."""
@@ -221,8 +231,7 @@ class Reducer:
                 steps.setdefault(i, []).append((succ, step_writes(config, succ[1], i)))
         if len(movers) < 2 or visible >= movers:
             return successors
-        futures = [self.future_targets(k, conf[0]) for k, conf in enumerate(config[0])]
-        pushers = [{k for k, targets in enumerate(futures) if t in targets} for t in self.every]
+        pushers = self.pushers(tuple(conf[0] for conf in config[0]))
         best: list[Successor] | None = None
         for seed in sorted(movers - visible):
             members = self.closure(seed, pushers, steps, visible)   # a member with a visible step spoils it
