@@ -85,8 +85,9 @@ def measured(series: str, size: int, symmetry: bool, reduction: bool) -> dict[st
 
 def series(name: str, sizes: list[int], settings: tuple[tuple[bool, bool], ...], have_spin: bool) -> None:
     """One row per size and setting: ours, then Spin on the export with the matching reduction."""
-    print(f"{'N':>2} {'setting':>8} {'confs':>8} {'steps':>8} {'s':>6} {'conf/s':>8} {'MB':>4} | "
-          f"{'spin':>4} {'states':>8} {'search':>6} {'e2e':>5} {'MB':>4} | {'x search':>8} {'x e2e':>5} {'x MB':>5}")
+    print(f"{'N':>2} {'setting':>8} {'confs':>8} {'steps':>8} {'s':>5} {'cpu':>5} {'conf/s':>7} {'MB':>3} | "
+          f"{'spin':>4} {'states':>7} {'search':>6} {'cpu':>5} {'e2e':>5} {'MB':>3} | {'x search':>8} {'x cpu':>5} "
+          f"{'x e2e':>5} {'x MB':>5}")
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             ours = {setting: measured(name, size, *setting) for setting in settings}
@@ -102,12 +103,13 @@ def series(name: str, sizes: list[int], settings: tuple[tuple[bool, bool], ...],
                 mine = ours[symmetry, reduction]
                 label = ("sym" if symmetry else "full") + ("+por" if reduction else "")
                 row = (f"{size:>2} {label:>8} {int(mine['configurations']):>8,} {int(mine['steps']):>8,} "
-                       f"{mine['seconds']:>6.2f} {mine['configurations'] / mine['seconds']:>8,.0f} "
-                       f"{mine['peak'] / 1e6:>4,.0f}")
+                       f"{mine['seconds']:>5.2f} {mine['cpu']:>5.2f} {mine['configurations'] / mine['seconds']:>7,.0f} "
+                       f"{mine['peak'] / 1e6:>3,.0f}")
                 if have_spin:
                     run = runs[reduction]
-                    row += (f" | {'PO' if reduction else 'NR':>4} {run.states:>8,} {run.search_s:>6.2f} "
-                            f"{run.total_s:>5.2f} {run.memory_mb:>4,.0f} | {mine['seconds'] / run.search_s:>8.2f} "
+                    row += (f" | {'PO' if reduction else 'NR':>4} {run.states:>7,} {run.search_s:>6.2f} "
+                            f"{run.search_cpu_s:>5.2f} {run.total_s:>5.2f} {run.memory_mb:>3,.0f} | "
+                            f"{mine['seconds'] / run.search_s:>8.2f} {mine['cpu'] / max(run.search_cpu_s, 0.01):>5.2f} "
                             f"{mine['seconds'] / run.total_s:>5.2f} {mine['peak'] / 1e6 / run.memory_mb:>5.2f}")
                 elif k == 0:
                     row += " | spin not installed"
@@ -130,10 +132,11 @@ def main() -> None:
     print("\nN independent peers, an invariant on one (where partial-order reduction pays)")
     series("peers", args.peers, ((False, False), (False, True)), have_spin)
     print("setting: full = every configuration, sym = symmetry reduction, +por = partial-order reduction (the\n"
-          "safety exploration). s, MB: the exploration's wall seconds and the peak resident memory of its (fresh)\n"
-          "process. Spin beside each row: NR = -DNOREDUCE for the rows without +por, PO = its partial-order\n"
-          "reduction for the rows with it; search = pan's wall seconds, e2e = spin -a + gcc -O2 + pan, MB = pan's\n"
-          "total memory. x search, x e2e, x MB: ours / Spin's (below 1: agentfsm is faster or smaller).")
+          "safety exploration). s, cpu, MB: the exploration's wall and CPU seconds and the peak resident memory\n"
+          "of its (fresh) process. Spin beside each row: NR = -DNOREDUCE for the rows without +por, PO = its\n"
+          "partial-order reduction for the rows with it; search, cpu = pan's wall and CPU seconds (at least 0.01 in\n"
+          "the ratio), e2e = spin -a + gcc -O2 + pan, MB = pan's total memory. x search, x cpu, x e2e, x MB: ours /\n"
+          "Spin's (below 1: agentfsm is faster or smaller).")
 
 
 if __name__ == "__main__":
