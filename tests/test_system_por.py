@@ -23,6 +23,7 @@ from agentfsm.verify.system_trace import replay
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files
+from test_system_verify import variant
 
 from agentfsm.cli import main
 
@@ -69,6 +70,21 @@ def assert_same_safety_verdicts(system: System, symmetry: bool) -> tuple[int, in
 @pytest.mark.parametrize("symmetry", [True, False])
 def test_every_planted_bug_is_still_found(path: Path, symmetry: bool) -> None:
     assert_same_safety_verdicts(load_system(path), symmetry)
+
+
+# The planted bugs tests/test_system_verify.py writes as variants of the bundled systems.
+VARIANTS = {"overflow": ("loom-with-tools.yaml", {"loom-agent.yaml, mailbox: 2": "loom-agent.yaml, mailbox: 1"}),
+            "missing-fault-handling": ("vibework-with-user.yaml",
+                                       {"invariants:": "faults:\n  crash: {instances: [sub], max: 1}\ninvariants:"})}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_planted_variants_are_still_found(tmp_path: Path, name: str) -> None:
+    source, replace = VARIANTS[name]
+    system = variant(tmp_path, ROOT / "spec" / "systems" / source, replace)
+    assert_same_safety_verdicts(system, symmetry=True)
+    reduced = run_system_checks(explore_system(system, reduction=True))
+    assert {c.kind for c in reduced.checks if not c.ok} & {"mailbox-overflow", "deadlock"}
 
 
 @pytest.mark.parametrize("name", RULES.values(), ids=list(RULES))
