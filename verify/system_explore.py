@@ -277,7 +277,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
 
     head = 0
     while head < len(ex.configs):
-        if head == level_end:
+        if head >= level_end:   # a new level (or later: then the proviso only gets stricter)
             level_end = len(ex.configs)
         config = ex.configs[head]
         degree = 0
