@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="one line per table or system; the full report only where checks fail")
     parser.add_argument("--no-symmetry", dest="symmetry", action="store_false",
                         help="systems: explore every permutation of identical instances (no symmetry reduction)")
+    parser.add_argument("--no-por", dest="por", action="store_false",
+                        help="systems: expand every step (no partial-order reduction; it is used only for "
+                             "systems without always-reachable or no-cycle-within properties)")
     parser.set_defaults(func=run_verify)
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
@@ -173,7 +176,7 @@ def run_verify(args: argparse.Namespace) -> int:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
     system_verdicts = []
     for system in systems:
-        system_verdict = verify_system(system, args.symmetry)
+        system_verdict = verify_system(system, args.symmetry, args.por)
         system_verdicts.append(system_verdict)
         if not args.json:
             lines = system_text_report(system_verdict)

@@ -36,6 +36,12 @@ class SpinRun:
     def total_s(self) -> float:
         return self.generate_s + self.compile_s + self.search_s
 
+    @property
+    def memory_mb(self) -> float:
+        """pan's "total actual memory usage" in megabytes (pan prints MiB), NaN when absent."""
+        found = re.search(r"([\d.]+)\s+total actual memory usage", self.output)
+        return float(found.group(1)) * 1.048576 if found else float("nan")
+
 
 def available() -> bool:
     return shutil.which("spin") is not None and shutil.which("gcc") is not None

@@ -53,14 +53,17 @@ def load_systems(paths: Sequence[str]) -> list[System]:
     return systems
 
 
-def verify_system(system: System, symmetry: bool = True) -> SysVerdict:
-    return run_system_checks(explore_system(system, symmetry))
+def verify_system(system: System, symmetry: bool = True, reduction: bool = True) -> SysVerdict:
+    """Partial-order reduction serves the safety checks only: a system with liveness properties
+    (always-reachable, no-cycle-within) is explored in full."""
+    return run_system_checks(explore_system(system, symmetry, reduction=reduction and not system.properties))
 
 
 def text_report(verdict: SysVerdict) -> list[str]:
     ex, system = verdict.exploration, verdict.system
     rate = f", {len(ex.configs) / ex.seconds:,.0f}/s" if ex.seconds > 0.05 else ""
     symmetric = "symmetry reduction on" if ex.symmetry else "symmetry reduction off"
+    symmetric += "; partial-order reduction on" if ex.reduction else ""
     lines = [f"{system.file}: system {system.name}: {len(ex.configs):,} configurations, {len(ex.edges_src):,} "
              f"steps ({ex.seconds:.2f}s{rate}; {symmetric})"]
     for check in verdict.checks:
@@ -100,6 +103,7 @@ def verdict_json(verdict: SysVerdict) -> dict[str, Any]:
     ex = verdict.exploration
     return {"file": verdict.system.file, "system": verdict.system.name, "configurations": len(ex.configs),
             "steps": len(ex.edges_src), "symmetry": ex.symmetry,
+            "partial_order_reduction": ex.reduction,
             "checks": [check_json(verdict.system, c) for c in verdict.checks]}
 
 

@@ -28,6 +28,7 @@ from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.system_model import Route, System
 from agentfsm.spec.system_trace import Label
+from agentfsm.verify.system_por import Reducer
 
 InstConf = tuple[int, tuple[Value, ...]]
 Message = tuple[str, tuple[Value, ...]]
@@ -242,6 +243,7 @@ class SystemExploration:
     symmetry: bool
     configs: list[Config]
     parent: list[int]
+    reduction: bool = False      # partial-order reduction: a subset of the configurations, safety checks only
     edges_src: list[int] = field(default_factory=list)
     edges_dst: list[int] = field(default_factory=list)
     edges_label: list[Label] = field(default_factory=list)
@@ -257,19 +259,29 @@ class SystemExploration:
         return path[::-1]
 
 
-def explore_system(system: System, symmetry: bool = True, limit: int | None = None) -> SystemExploration:
-    """Breadth-first exploration from the initial configuration; ``limit`` stops early (tests)."""
+def explore_system(system: System, symmetry: bool = True, limit: int | None = None,
+                   reduction: bool = False) -> SystemExploration:
+    """Breadth-first exploration from the initial configuration; ``limit`` stops early (tests).
+    With ``reduction``, partial-order reduction (verify/system_por.py) expands fewer steps where
+    that cannot change a safety verdict."""
     import time
 
     from agentfsm.verify import system_levels
     start = time.perf_counter()
     wide = system_levels.LEVEL_MIN
-    batches = system_levels.batches(system, symmetry) if wide is not None else None
+    # The batches expand every step, so a reduced exploration stays in the scalar loop.
+    batches = system_levels.batches(system, symmetry) if wide is not None and not reduction else None
     stepper = Stepper(system)
     canonical = canonicalizer(system, symmetry)
     first = canonical(initial_config(system))
     index: dict[Config, int] = {first: 0}
-    ex = SystemExploration(system, symmetry, [first], [-1])
+    ex = SystemExploration(system, symmetry, [first], [-1], reduction)
+    reducer = Reducer(system) if reduction else None
+    level_end = 1   # configurations before this index are on the current level or earlier
+
+    def deeper(nxt: Config) -> bool:
+        return index.get(canonical(nxt), level_end) >= level_end
+
     head = 0
     while head < len(ex.configs):
         if batches is not None and wide is not None and len(ex.configs) - head >= wide:
@@ -277,11 +289,17 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
             head = batches.run(ex, head, limit, ex.step_findings, partial(first_findings, stepper, ex))
             index.update(zip(ex.configs[known:], range(known, len(ex.configs)), strict=True))
             continue
+        if head >= level_end:   # a new level (or later: then the proviso only gets stricter)
+            level_end = len(ex.configs)
         config = ex.configs[head]
         degree = 0
-        for label, nxt, effect in stepper.successors(config):
+        successors = list(stepper.successors(config))
+        for label, _, effect in successors:
             for finding in effect.findings:
                 ex.step_findings.setdefault(finding.kind, (head, label, finding))
+        if reducer is not None:
+            successors = reducer.reduce(config, successors, deeper)
+        for label, nxt, _ in successors:
             if nxt is config:
                 continue  # a step that failed (semantic error): no successor
             target = canonical(nxt)
