@@ -1,4 +1,4 @@
-"""System exploration on the Loom system with 2, 3 and 4 tool-call instances, with and
+"""System exploration on the Loom system with 2 to 5 tool-call instances, with and
 without symmetry reduction and with and without partial-order reduction, beside Spin on the
 Promela export (with and without its own reduction) in the same run.
 
@@ -10,7 +10,7 @@ reduction; then the ratios. The partial-order reduction serves the safety checks
 its row is the safety exploration (``verify`` explores the Loom system in full: it has
 liveness properties). A second series, N independent peers with an invariant on one, shows
 what the reduction does where instances do not interact. Usage: ``make bench`` or
-``.venv/bin/python bench/bench_systems.py [--calls 2 3 4] [--peers 8 12 14]``.
+``.venv/bin/python bench/bench_systems.py [--calls 2 3 4 5] [--peers 8 12 14]``.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def series(name: str, sizes: list[int], settings: tuple[tuple[bool, bool], ...],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--calls", type=int, nargs="+", default=[2, 3, 4, 5])
     parser.add_argument("--peers", type=int, nargs="+", default=[8, 12, 14])
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)   # series size symmetry reduction, in a child
     args = parser.parse_args()

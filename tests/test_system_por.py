@@ -14,6 +14,7 @@ import pytest
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
+from agentfsm.verify import system_levels
 from agentfsm.verify.system_checks import SysVerdict, run_system_checks
 from agentfsm.verify.system_commands import verify_system
 from agentfsm.verify.system_explore import Config, Stepper, SystemExploration, explore_system, initial_config
@@ -23,6 +24,7 @@ from agentfsm.verify.system_trace import replay
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files
+from test_system_levels import loom
 from test_system_verify import variant
 
 from agentfsm.cli import main
@@ -199,3 +201,68 @@ def test_random_systems_reduce_to_a_subset_with_equal_verdicts(data: st.DataObje
             return
         for symmetry in (True, False):
             assert_same_safety_verdicts(system, symmetry)
+
+
+def peers(tmp_path: Path, count: int) -> System:
+    """``count`` independent peers, an invariant on the last: 2^count configurations, count + 1 reduced."""
+    names = [f"p{k}" for k in range(count)]
+    lines = ["format: 1", "system: peers", "instances:",
+             *(f"  {n}: {{table: {FIXTURES / 'pingpong.yaml'}}}" for n in names),
+             "environment:", *(f"  {n}: [Go]" for n in names),
+             "invariants:", f"  - {{name: last-sends-once, expr: {names[-1]}.seq <= 1}}"]
+    path = tmp_path / f"peers-{count}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return load_system(path)
+
+
+def batch_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the batch runs of the explorations that follow (one entry per run)."""
+    runs: list[int] = []
+    real = system_levels.batches
+
+    def counted(system: System, symmetry: bool) -> Any:
+        batches = real(system, symmetry)
+        if batches is not None:
+            run = batches.run
+
+            def counting(*args: Any) -> Any:
+                runs.append(1)
+                return run(*args)
+
+            monkeypatch.setattr(batches, "run", counting)
+        return batches
+
+    monkeypatch.setattr(system_levels, "batches", counted)
+    return runs
+
+
+def test_a_reduction_that_prunes_nothing_takes_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On the Loom system every stubborn set is the full set: the reduced exploration goes a batch
+    at a time as the full one does, and is the full one."""
+    system = loom(tmp_path, 3)
+    runs = batch_runs(monkeypatch)
+    reduced = explore_system(system, symmetry=False, reduction=True)
+    assert runs
+    assert reduced.configs == explore_system(system, symmetry=False).configs
+    assert_same_safety_verdicts(system, symmetry=False)
+
+
+def test_a_reduction_that_prunes_stays_in_the_scalar_loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Full expansion is always allowed, but a batch expands every step, so once something was
+    pruned the batches are not taken. Six dials turn one at a time (pruned), then the ping peer
+    the invariant reads takes a Ping of one of three values: a frontier wide enough for a batch."""
+    dials = [f"d{k}" for k in range(6)]
+    lines = ["format: 1", "system: pings", "instances:", f"  p0: {{table: {FIXTURES / 'pingpong.yaml'}}}",
+             *(f"  {n}: {{table: {FIXTURES / 'dial.yaml'}}}" for n in dials),
+             "environment:", "  p0: [Ping]", *(f"  {n}: [Turn]" for n in dials),
+             "invariants:", "  - {name: p0-got-small, expr: p0.got <= 2}"]
+    path = tmp_path / "pings.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    system = load_system(path)
+    runs = batch_runs(monkeypatch)
+    monkeypatch.setattr(system_levels, "LEVEL_MIN", 2)
+    reduced = len(explore_system(system, symmetry=False, reduction=True).configs)
+    assert not runs
+    assert reduced < len(explore_system(system, symmetry=False).configs) == 3 ** 7
+    assert runs
+    assert_same_safety_verdicts(system, symmetry=False)

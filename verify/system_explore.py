@@ -269,8 +269,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     from agentfsm.verify import system_levels
     start = time.perf_counter()
     wide = system_levels.LEVEL_MIN
-    # The batches expand every step, so a reduced exploration stays in the scalar loop.
-    batches = system_levels.batches(system, symmetry) if wide is not None and not reduction else None
+    batches = system_levels.batches(system, symmetry) if wide is not None else None
     stepper = Stepper(system)
     canonical = canonicalizer(system, symmetry)
     first = canonical(initial_config(system))
@@ -278,13 +277,17 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     ex = SystemExploration(system, symmetry, [first], [-1], reduction)
     reducer = Reducer(system) if reduction else None
     level_end = 1   # configurations before this index are on the current level or earlier
+    # The batches expand every step. Full expansion is always allowed, so a reduced exploration
+    # takes them only while the reduction has not pruned anything: on a system it cannot reduce
+    # (the Loom system) it then costs what the full exploration does, and elsewhere it stays reduced.
+    pruned = False
 
     def deeper(nxt: Config) -> bool:
         return index.get(canonical(nxt), level_end) >= level_end
 
     head = 0
     while head < len(ex.configs):
-        if batches is not None and wide is not None and len(ex.configs) - head >= wide:
+        if batches is not None and wide is not None and len(ex.configs) - head >= wide and not pruned:
             known = len(ex.configs)   # a wide frontier: batches while it stays wide
             head = batches.run(ex, head, limit, ex.step_findings, partial(first_findings, stepper, ex))
             index.update(zip(ex.configs[known:], range(known, len(ex.configs)), strict=True))
@@ -298,7 +301,9 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
             for finding in effect.findings:
                 ex.step_findings.setdefault(finding.kind, (head, label, finding))
         if reducer is not None:
-            successors = reducer.reduce(config, successors, deeper)
+            kept = reducer.reduce(config, successors, deeper)
+            pruned = pruned or len(kept) < len(successors)
+            successors = kept
         for label, nxt, _ in successors:
             if nxt is config:
                 continue  # a step that failed (semantic error): no successor
