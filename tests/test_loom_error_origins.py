@@ -251,3 +251,33 @@ def test_a_run_resumed_in_error_retries_only_the_calls_that_could_not_run(loom: 
     assert len(listed) == 1, "the call that completed before the crash is not run again"
     assert tool_messages(second).count("fetched") == 1 and len(tool_messages(second)) == 2
     assert second.conversation[-1] == {"role": "assistant", "content": "done"} and second.state() == "ShuttingDown"
+
+
+def test_a_crash_at_any_write_of_a_tool_retry_resumes_to_the_same_conversation(loom: Table, tmp_path: Path) -> None:
+    replies: list[list[ReplyStep]] = [[Call("fetch", {}, "c0"), Call("list_dir", {"path": "."}, "c1")],
+                                      [Say("done")]]
+    durable_states: list[MemoryStore] = []
+    store = MemoryStore(on_boundary=lambda phase, label: durable_states.append(store.clone()) if phase == "after"
+                        else None)
+    first = agent_for(loom, replies, tmp_path, Flaky(failures=1).toolbox(tmp_path))
+    DurableLink.create(first, first, store, "r")
+    run(one_turn(first))
+    assert origins(loom, first) == ["Tool"] and len(durable_states) > 10
+    for crashed in durable_states:
+        records = crashed.records("r")
+        failed_before = any(r.body.get("event") == "ToolExecutionFailed" for r in records)
+        again = agent_for(loom, replies, tmp_path, Flaky(failures=0 if failed_before else 1).toolbox(tmp_path))
+        link = DurableLink.open(again, again, crashed, "r", resume=True)
+        assert isinstance(again.llm, ScriptedLlm) and not link.run.decisions()  # every effect here is idempotent
+        again.llm.skip(sum(1 for e in link.run.st.effects.values()
+                           if e.action == "SendLlmRequest" and e.status == "completed"))
+
+        async def resume(agent: LoomAgent = again, link: DurableLink = link) -> None:
+            async with agent:
+                link.resume()
+                if "input-1" not in link.run.st.events:
+                    agent.send_input("go", event_id="input-1")
+                await agent.wait_idle()
+        if not link.run.terminal:
+            run(resume())
+        assert again.conversation == first.conversation, f"crashed after record {records[-1].seq}"
