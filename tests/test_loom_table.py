@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
-from table_runs import run, states
+from table_runs import Events, run, states
 
 
 def test_transitions_to_calling_llm_on_user_input(loom: Table) -> None:
@@ -58,7 +58,7 @@ def named(loom: Table, result: StepResult) -> dict[str, Value]:
     return loom.vars_dict(result.vars)
 
 
-TOOLS_START: list[tuple[str, dict[str, Value]]] = [("UserInput", {}), ("LlmCompleted", {"tool_calls": 2})]
+TOOLS_START: Events = [("UserInput", {}), ("LlmCompleted", {"tool_calls": 2})]
 
 
 def test_llm_errors_are_retried_by_sending_the_request_again(loom: Table) -> None:
@@ -78,7 +78,7 @@ def test_tool_executions_that_could_not_run_are_retried_alone_once_the_batch_set
 
 
 def test_tool_retries_are_bounded_then_the_failures_go_to_the_model(loom: Table) -> None:
-    events = [*TOOLS_START, ("ToolCompleted", {"mutating": False})]
+    events: Events = [*TOOLS_START, ("ToolCompleted", {"mutating": False})]
     events += [("ToolExecutionFailed", {}), ("RetryTimeoutFired", {})] * 3 + [("ToolExecutionFailed", {})]
     results = run(loom, events)
     assert states(loom, results)[-2:] == ["ExecutingTools", "CallingLlm"]
@@ -87,7 +87,7 @@ def test_tool_retries_are_bounded_then_the_failures_go_to_the_model(loom: Table)
 
 
 def test_a_failed_post_tools_hook_is_retried_then_skipped_with_an_error(loom: Table) -> None:
-    events = [("UserInput", {}), ("LlmCompleted", {"tool_calls": 1}), ("ToolCompleted", {"mutating": True})]
+    events: Events = [("UserInput", {}), ("LlmCompleted", {"tool_calls": 1}), ("ToolCompleted", {"mutating": True})]
     events += [("PostToolsHookFailed", {}), ("RetryTimeoutFired", {})] * 3
     results = run(loom, [*events, ("PostToolsHookFailed", {})])
     assert states(loom, results)[3:5] == ["Error", "PostToolsHook"] and results[4].actions == ("RunPostToolsHook",)
