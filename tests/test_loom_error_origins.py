@@ -281,3 +281,20 @@ def test_a_crash_at_any_write_of_a_tool_retry_resumes_to_the_same_conversation(l
         if not link.run.terminal:
             run(resume())
         assert again.conversation == first.conversation, f"crashed after record {records[-1].seq}"
+
+
+def test_an_interrupt_abandons_a_tool_retry(loom: Table, tmp_path: Path) -> None:
+    world = Flaky(failures=1)
+    agent = agent_for(loom, [[Call("fetch", {}, "c0")], [Say("never asked")]], tmp_path, world.toolbox(tmp_path),
+                      retry_base=60, retry_max=60)
+
+    async def main() -> None:
+        async with agent:
+            agent.send_input("go")
+            await agent.wait_until(lambda: agent.state() == "Error")  # the retry would wait a minute
+            await agent.interrupt()
+            await agent.wait_idle()
+    run(main())
+    assert world.ran == {"fetch": 1} and tool_messages(agent) == ["error: Interrupted"]
+    assert isinstance(agent.llm, ScriptedLlm) and len(agent.llm.requests) == 1  # the turn ended without the model
+    assert agent.state() == "ShuttingDown" and agent.history[-2].state == "WaitingForUserInput"

@@ -13,10 +13,11 @@ as Loom threads it through its states.
 Interrupts follow vibework's rules, in Loom's terms (the turn ends in WaitingForUserInput
 rather than Done): while the LLM streams, the partial text is kept and all tool calls are
 dropped; while tools run, tools already started complete and the remaining ones get an
-"Interrupted" error; a pending retry is abandoned. The table stays in charge: the driver
-only feeds events the table declares (an interrupted turn answers its next
-SendLlmRequest with an empty completion instead of calling the model). In a durable run
-the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
+"Interrupted" error; a pending retry is abandoned (its timer fires at once: the tool calls
+it would re-run get "Interrupted", a hook runs as after any batch). The table stays in
+charge: the driver only feeds events the table declares (an interrupted turn answers its
+next SendLlmRequest with an empty completion instead of calling the model). In a durable
+run the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
 interrupt event), so a resume after a crash keeps the turn interrupted.
 """
 
