@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,10 +23,13 @@ from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, ToolCall
 from agentfsm.impl.stores.memory import MemoryStore
+from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table
+from conftest import ROOT, run_cli
 from test_driver_loom import run
 
 FAST = {"retry_base": 0.001, "retry_max": 0.01}
+SPEC = ROOT / "spec"
 
 
 class Flaky:
@@ -298,3 +302,29 @@ def test_an_interrupt_abandons_a_tool_retry(loom: Table, tmp_path: Path) -> None
     assert world.ran == {"fetch": 1} and tool_messages(agent) == ["error: Interrupted"]
     assert isinstance(agent.llm, ScriptedLlm) and len(agent.llm.requests) == 1  # the turn ended without the model
     assert agent.state() == "ShuttingDown" and agent.history[-2].state == "WaitingForUserInput"
+
+
+def test_agentfsm_run_store_journals_a_hook_that_git_keeps_refusing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    repo = git_repo(tmp_path / "repo")
+    (repo / ".git" / "index.lock").write_text("")
+    script = tmp_path / "s.yaml"
+    script.write_text(json.dumps({"inputs": ["write it"], "settings": {"retry_base": 0.001, "retry_max": 0.01},
+                                  "replies": [[{"tool_call": {"name": "write_file",
+                                                              "arguments": {"path": "a.txt", "content": "a"}}}],
+                                              "written"]}))
+    code, out, err = run_cli(["run", str(SPEC / "loom-agent.yaml"), "--script", str(script), "--workdir", str(repo),
+                              "--store", str(tmp_path / "j.db"), "--json"], capsys)
+    lines = [json.loads(line) for line in out.splitlines()]
+    failed = [line for line in lines if line.get("event") == "PostToolsHookFailed"]
+    assert code == 1 and "Traceback" not in err  # the agent displayed an error: the work is not committed
+    assert [f["state"] for f in failed] == ["Error", "Error", "Error", "CallingLlm"]
+    assert any(line["kind"] == "error" and "git add failed" in line["text"] for line in lines)
+    assert lines[-1]["text"].startswith("final state ShuttingDown")
+    store = SqliteStore(tmp_path / "j.db")
+    try:
+        [run_id] = store.runs()
+        events = [r.body.get("event") for r in store.records(run_id) if r.kind == "step"]
+    finally:
+        store.close()
+    assert events.count("PostToolsHookFailed") == 4 and events.count("RetryTimeoutFired") == 3
