@@ -45,7 +45,8 @@ def test_vars_are_optional(loom: Table, vectors: list[Vector]) -> None:
     # A missing DisplayMessage shows on the shortest vector through row 2.
     ("silent-text", "row:2", 2),
     # Accepting an unhandled event shows on the first rejected pair of the initial state.
-    ("accept-everything", "event:WaitingForUserInput{retries=0,pending=0,mutated=false}/TextDelta", 1),
+    ("accept-everything",
+     "event:WaitingForUserInput{retries=0,pending=0,failed=0,mutated=false,origin=0}/TextDelta", 1),
 ])
 def test_each_planted_fault_is_named_by_its_shortest_vector(loom: Table, vectors: list[Vector], fault: str,
                                                            cover: str, step: int) -> None:
@@ -138,7 +139,7 @@ def test_junit_and_coverage_files(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert {c.get("classname") for c in cases} == {"agentfsm.conform.loom-agent"}
     data = json.loads(coverage.read_text())
     assert data["machine"] == "loom-agent"
-    assert set(data["rows"]) == {str(i) for i in range(1, 16)}
+    assert set(data["rows"]) == {str(i) for i in range(1, 25)}
     assert data["rows"]["1"] > 0
     assert "conform loom-agent:" in capsys.readouterr().out
 
@@ -169,7 +170,7 @@ def test_not_implemented_fails_unless_allowed(capsys: pytest.CaptureFixture[str]
     adapter = f"{semantics_adapter()[0]} {ROOT}/tests/adapters/adapter_broken.py unsupported"
     assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows"]) == 1
     assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows", "--allow-not-implemented"]) == 0
-    assert "14 not implemented" in capsys.readouterr().out
+    assert "23 not implemented" in capsys.readouterr().out
 
 
 def test_the_command_line_end_to_end(tmp_path: Path) -> None:

@@ -36,6 +36,9 @@ def hidden(loom: Table) -> list[mutation.MutantResult]:
     return mutation.run_mutants(loom, generate(loom)[1], with_vars=False)
 
 
+# With vars hidden, a counter left wrong is caught only by the suffixes, the last vectors a
+# mutant meets: about a minute over the Loom table's 400 mutants, so these two are slow.
+@pytest.mark.slow
 def test_no_mutant_of_the_loom_table_survives_when_its_vars_are_hidden(
         hidden: list[mutation.MutantResult]) -> None:
     summary = mutation.summary(hidden, with_vars=False)
@@ -43,6 +46,7 @@ def test_no_mutant_of_the_loom_table_survives_when_its_vars_are_hidden(
     assert summary["vars"] is False and summary["killed"] > 150
 
 
+@pytest.mark.slow
 def test_hiding_vars_only_makes_more_mutants_equivalent(results: list[mutation.MutantResult],
                                                         hidden: list[mutation.MutantResult]) -> None:
     shown = {r.name: r.verdict for r in results}
@@ -57,13 +61,15 @@ def test_hiding_vars_only_makes_more_mutants_equivalent(results: list[mutation.M
 
 def test_without_suffixes_a_counter_left_wrong_survives_hidden_vars(loom: Table) -> None:
     older = generate(loom, sets=["rows", "events", "row-pairs", "walks"])[1]
-    results = mutation.run_mutants(loom, older, with_vars=False)
-    survivors = {r.name: r.detail for r in results if r.verdict == "survived"}
-    detail = survivors["row 4: update of retries dropped"]
+    source = mutation.table_source(loom)
+    dropped = next(m for m in mutation.mutants(loom, source.data) if m.name == "row 4: update of retries dropped")
+    result = mutation.judge(loom, source, dropped, older, mutation.reference, with_vars=False)
+    assert result.verdict == "survived"
+    detail = result.detail
     # The difference is a whole sequence: the fault shows several steps after row 4 fired.
-    assert detail.startswith("LlmError in CallingLlm{retries=2,pending=0,mutated=false} after UserInput, ")
-    assert detail.endswith("table accepted -> Error [WaitForInput]; mutant accepted -> WaitingForUserInput "
-                           "[DisplayError]")
+    assert detail.startswith("ToolExecutionFailed in ExecutingTools{retries=2,pending=1,failed=0,mutated=false,"
+                             "origin=0} after UserInput, LlmError, RetryTimeoutFired, LlmCompleted{tool_calls=1}, ")
+    assert detail.endswith("table accepted -> Error [WaitForInput]; mutant accepted -> CallingLlm [SendLlmRequest]")
 
 
 def test_every_kind_of_mutant_is_made(results: list[mutation.MutantResult]) -> None:
@@ -86,9 +92,10 @@ def test_a_weak_vector_set_lets_mutants_survive_and_names_the_difference(loom: T
     survivors = [r for r in results if r.verdict == "survived"]
     assert survivors
     flipped = next(r for r in survivors if r.name == "unhandled: policy reject -> ignore")
-    assert flipped.detail == ("TextDelta in WaitingForUserInput{retries=0,pending=0,mutated=false}: table rejected -> "
-                              "WaitingForUserInput [WaitForInput] {retries=0, pending=0, mutated=false}; mutant "
-                              "accepted -> WaitingForUserInput [WaitForInput] {retries=0, pending=0, mutated=false}")
+    idle = "{retries=0, pending=0, failed=0, mutated=false, origin=0}"
+    assert flipped.detail == ("TextDelta in WaitingForUserInput{retries=0,pending=0,failed=0,mutated=false,origin=0}: "
+                              f"table rejected -> WaitingForUserInput [WaitForInput] {idle}; mutant "
+                              f"accepted -> WaitingForUserInput [WaitForInput] {idle}")
 
 
 def test_off_by_one_moves_each_comparison_bound() -> None:
@@ -115,13 +122,13 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_no_vars_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["mutants", str(LOOM), "--no-vars", "--sets", "rows,events"]) == 1
+    assert main(["mutants", str(LOOM), "--no-vars", "--sets", "rows"]) == 1
     out = capsys.readouterr().out
     assert "survived   row 4: update of retries dropped (" in out
     assert "mutants loom-agent (vars hidden): " in out
-    assert main(["mutants", str(LOOM), "--no-vars", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["vars"] is False and data["survived"] == 0
+    assert main(["mutants", str(LOOM), "--no-vars", "--sets", "rows", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)  # that every set kills them all: the ``hidden`` tests
+    assert data["vars"] is False and "row 4: update of retries dropped" in {s["mutant"] for s in data["survivors"]}
 
 
 def test_real_adapter_processes_give_the_same_verdicts(loom: Table, results: list[mutation.MutantResult],
@@ -129,7 +136,7 @@ def test_real_adapter_processes_give_the_same_verdicts(loom: Table, results: lis
     vectors = generate(loom)[1]
     source = mutation.table_source(loom)
     connect = mutation.reference_process(tmp_path, 10.0)
-    sample = list(itertools.islice(mutation.mutants(loom, source.data), 0, None, 20))
+    sample = list(itertools.islice(mutation.mutants(loom, source.data), 0, None, 40))
     assert len(sample) >= 8
     by_name = {r.name: r for r in results}
     verdicts = [mutation.judge(loom, source, mutant, vectors, connect) for mutant in sample]

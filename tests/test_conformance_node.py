@@ -99,7 +99,8 @@ def test_a_missing_state_in_the_switch_does_not_compile(tmp_path: Path) -> None:
     source = (project / "loom.ts").read_text()
     case = ('    case "PostToolsHook":\n'
             '      if (event.kind === "PostToolsHookCompleted") return accept({ kind: "CallingLlm", retries: 0 },'
-            ' "SendLlmRequest");\n      break;\n')
+            ' "SendLlmRequest");\n'
+            '      if (event.kind === "PostToolsHookFailed") return hookFailed(state.retries);\n      break;\n')
     assert case in source
     (project / "loom.ts").write_text(source.replace(case, ""))
     proc = tsc(project)

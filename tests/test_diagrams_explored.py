@@ -29,8 +29,8 @@ def test_every_configuration_sits_in_its_states_cluster(loom: Table) -> None:
     assert {f"c{i}" for i in range(exploration.count)} <= nodes.keys()
     drawn = sum(len(texts) for _, _, texts in graph.edges) + sum(len(loop) for loop in graph.loops)
     assert drawn == exploration.transitions
-    assert "retries=0, pending=2, mutated=false" in nodes["c" + str(
-        next(i for i in range(exploration.count) if exploration.config(i) == (3, (0, 2, False))))]
+    assert "retries=0, pending=2, failed=0, mutated=false, origin=0" in nodes["c" + str(
+        next(i for i in range(exploration.count) if exploration.config(i) == (3, (0, 2, 0, False, 0))))]
     assert "LlmCompleted(tool_calls=2)" in " ".join(edges.values())
 
 

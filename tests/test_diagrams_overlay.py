@@ -36,7 +36,7 @@ def test_trace_marks_the_rows_it_fires_with_step_numbers(loom: Table) -> None:
     overlay = trace_overlay(loom, json.dumps(TOOLS))
     steps = {row: mark.steps for row, mark in overlay.marks.items()}
     # LlmCompleted fires row 4 and, in the same step, the transient state's row 7.
-    assert steps == {1: (1,), 2: (2,), 4: (3,), 7: (3,), 10: (4,), 11: (5,), 13: (6,)}
+    assert steps == {1: (1,), 2: (2,), 4: (3,), 7: (3,), 10: (4,), 11: (5,), 18: (6,)}
     assert overlay.visited["CallingLlm"] == (1, 2, 6)
     assert overlay.visited["ProcessingLlmResponse"] == (3,)
     assert overlay.visited["WaitingForUserInput"] == (0,)
@@ -49,7 +49,7 @@ def test_a_rejected_step_and_a_loop_are_noted(loom: Table) -> None:
     overlay = trace_overlay(loom, json.dumps(trace))
     assert "step 4: UserInput rejected in CallingLlm" in overlay.notes
     assert overlay.notes[-1] == "steps 2..4 repeat forever"
-    assert overlay.marks[5].steps == (2,) and overlay.marks[14].steps == (3,)
+    assert overlay.marks[5].steps == (2,) and overlay.marks[21].steps == (3,)
     # the caption, lasso included, in both formats
     diagram = build(loom, overlay)
     source = to_dot(diagram)
@@ -90,12 +90,12 @@ def test_trace_is_highlighted_in_every_format(loom: Table) -> None:
 
 
 def test_coverage_colours_rows_and_marks_dead_ones(loom: Table) -> None:
-    counts = {str(row.index): 3 for row in loom.rows if row.index not in (9, 14)}
+    counts = {str(row.index): 3 for row in loom.rows if row.index not in (9, 21)}
     counts["2"] = 300
     overlay = coverage_overlay(loom, {"machine": "loom-agent", "rows": counts})
     assert overlay.marks[9].count == 0 and overlay.marks[2].count == 300
-    assert overlay.notes == ("coverage: 13 of 15 rows exercised, 336 firings",
-                             "never exercised (grey, marked never): rows 9, 14")
+    assert overlay.notes == ("coverage: 22 of 24 rows exercised, 363 firings",
+                             "never exercised (grey, marked never): rows 9, 21")
     source = to_dot(build(loom, overlay))
     dead = next(line for line in source.splitlines() if line.startswith("\tError -> CallingLlm ["))
     busy = next(line for line in source.splitlines() if line.startswith("\tCallingLlm ["))
@@ -104,7 +104,8 @@ def test_coverage_colours_rows_and_marks_dead_ones(loom: Table) -> None:
     assert "×300" in busy and "×3" in light
     assert 'color="#000000"' in busy and "color=\"#000000\"" not in light
     text = to_mermaid(build(loom, overlay))
-    assert "    Error : RetryTimeoutFired /<br/>SendLlmRequest (never) → CallingLlm" in text  # the returning edge
+    returning = "    Error : RetryTimeoutFired<br/>[origin == Llm] /<br/>SendLlmRequest (never) → CallingLlm"
+    assert returning in text  # the returning edge
     assert "    CallingLlm : TextDelta /<br/>DisplayMessage ×300" in text
 
 

@@ -17,12 +17,12 @@ LOOM = str(ROOT / "spec" / "loom-agent.yaml")
 def test_protocol_session(loom: Table) -> None:
     adapter = Adapter(loom)
     reply, stop = adapter.handle('{"op": "reset", "machine": "loom-agent"}')
-    assert reply == {"ok": True, "state": "WaitingForUserInput", "vars": {"retries": 0, "pending": 0,
-                                                                         "mutated": False}} and not stop
+    idle = {"retries": 0, "pending": 0, "failed": 0, "mutated": False, "origin": 0}
+    assert reply == {"ok": True, "state": "WaitingForUserInput", "vars": idle} and not stop
     adapter.handle('{"op": "event", "event": "UserInput", "params": {}}')
     reply, _ = adapter.handle('{"op": "event", "event": "LlmCompleted", "params": {"tool_calls": 2}}')
     assert reply == {"ok": True, "accepted": True, "state": "ExecutingTools", "actions": ["ExecuteTools"],
-                     "vars": {"retries": 0, "pending": 2, "mutated": False}}
+                     "vars": {**idle, "pending": 2}}
     reply, _ = adapter.handle('{"op": "event", "event": "UserInput"}')
     assert reply["ok"] and reply["accepted"] is False and reply["actions"] == ["WaitForInput"]
     assert adapter.handle('{"op": "quit"}') == ({"ok": True}, True)

@@ -104,7 +104,7 @@ def test_restore_rejects_impossible_configurations(loom: Table) -> None:
     with pytest.raises(ValueError, match="transient"):
         Engine(loom, "ProcessingLlmResponse")
     with pytest.raises(ValueError, match="retries"):
-        Engine(loom, "CallingLlm", (9, 0, False))
+        Engine(loom, "CallingLlm", (9, 0, 0, False, 0))
     with pytest.raises(ValueError, match="no state"):
         Engine(loom, "Nowhere")
 

@@ -63,7 +63,7 @@ def use_installed(bin_dir: Path, cwd: Path) -> None:
     assert [Path(p).name for p in paths] == [t.name for t in TABLES]
     assert all(p.startswith(str(bin_dir.parent)) for p in paths)
     [loom] = agentfsm("tables", "loom-agent").split()
-    assert "loom-agent: 20 configurations" in agentfsm("verify", "--summary", loom)
+    assert "loom-agent: 76 configurations" in agentfsm("verify", "--summary", loom)
     assert "checks hold" in agentfsm("verify", *paths)
     agentfsm("diagram", loom, "-o", "loom.svg")
     assert (cwd / "loom.svg").read_text().lstrip().startswith(("<?xml", "<svg"))

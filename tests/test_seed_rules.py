@@ -137,7 +137,7 @@ def test_loom_feeds_tool_progress_and_tracks_each_call(loom: Table, tmp_path: Pa
 
 def test_loom_a_second_completion_of_one_call_is_not_another_call(loom: Table, tmp_path: Path) -> None:
     agent = loom_agent(loom, [], tmp_path)
-    agent.engine.restore("ExecutingTools", (0, 2, False))
+    agent.engine.restore("ExecutingTools", (0, 2, 0, False, 0))
     agent.executions = {"a": "Completed", "b": "Running"}
     duplicate = Envelope("ToolCompleted", {"mutating": False}, payload=ToolResult("a", "list_dir", "again"))
     assert agent.apply(duplicate) is None

@@ -8,7 +8,7 @@
  *   agentfsm conform spec/loom-agent.yaml --adapter "node examples/conformance/dist/adapter.js"
  */
 import { createInterface } from "node:readline";
-import { Agent, MAX_TOOLS, type AgentEvent, type AgentState, type LlmEvent } from "./loom.js";
+import { Agent, MAX_TOOLS, type AgentEvent, type AgentState, type ErrorOrigin, type LlmEvent } from "./loom.js";
 
 const MACHINE = "loom-agent";
 
@@ -19,8 +19,13 @@ type Reply = { readonly [key: string]: Json };
 interface Vars {
   readonly retries: number;
   readonly pending: number;
+  readonly failed: number;
   readonly mutated: boolean;
+  readonly origin: number;
 }
+
+/** The table's constants Llm, Tool and Io: the values of its `origin` variable. */
+const ORIGIN: { readonly [origin in ErrorOrigin]: number } = { Llm: 0, Tool: 1, Io: 2 };
 
 /** A request this adapter cannot serve; its message becomes the `error` of the reply. */
 class BadRequest extends Error {}
@@ -31,18 +36,32 @@ class BadRequest extends Error {}
  * nothing (the agent is dropped), so its replies report no vars; the protocol allows it.
  */
 function tableVars(state: AgentState): Vars | undefined {
+  const idle = { retries: 0, pending: 0, failed: 0, mutated: false, origin: ORIGIN.Llm };
   switch (state.kind) {
     case "WaitingForUserInput":
-      return { retries: 0, pending: 0, mutated: false };
+      return idle;
     case "CallingLlm":
-    case "Error":
-      return { retries: state.retries, pending: 0, mutated: false };
+      return { ...idle, retries: state.retries };
     case "ExecutingTools":
-      return { retries: 0, pending: state.pending, mutated: state.mutated };
+      return { ...idle, retries: state.retries, pending: state.pending, failed: state.failed, mutated: state.mutated };
     case "PostToolsHook":
-      return { retries: 0, pending: 0, mutated: true };
+      return { ...idle, retries: state.retries, mutated: true };
+    case "Error":
+      return errorVars(state, idle);
     case "ShuttingDown":
       return undefined;
+  }
+}
+
+/** Error's variables: its origin's data (an Io error comes from the hook, after a mutation). */
+function errorVars(state: Extract<AgentState, { kind: "Error" }>, idle: Vars): Vars {
+  switch (state.origin) {
+    case "Llm":
+      return { ...idle, retries: state.retries };
+    case "Tool":
+      return { ...idle, retries: state.retries, failed: state.failed, mutated: state.mutated, origin: ORIGIN.Tool };
+    case "Io":
+      return { ...idle, retries: state.retries, mutated: true, origin: ORIGIN.Io };
   }
 }
 
@@ -100,7 +119,9 @@ const EVENTS: { readonly [name: string]: (params: Params) => AgentEvent } = {
   LlmError: () => llm({ kind: "Error" }),
   ToolProgress: () => ({ kind: "ToolProgress" }),
   ToolCompleted: (p) => ({ kind: "ToolCompleted", mutating: p.bool("mutating") }),
+  ToolExecutionFailed: () => ({ kind: "ToolExecutionFailed" }),
   PostToolsHookCompleted: (p) => ({ kind: "PostToolsHookCompleted", actionTaken: p.bool("action_taken") }),
+  PostToolsHookFailed: () => ({ kind: "PostToolsHookFailed" }),
   RetryTimeoutFired: () => ({ kind: "RetryTimeoutFired" }),
   ShutdownRequested: () => ({ kind: "ShutdownRequested" }),
 };

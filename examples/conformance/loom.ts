@@ -8,9 +8,15 @@
  * actions for the caller to perform. The engine does no I/O and never waits.
  */
 
-/** The table's constants: retry attempts for one LLM request, tool calls in one response. */
+/** The table's constants: retry attempts for one operation, tool calls in one response. */
 export const MAX_RETRIES = 3;
 export const MAX_TOOLS = 2;
+
+/**
+ * What failed, in Error (the seed's `ErrorOrigin`); it decides what the retry timer retries:
+ * the LLM request, the tool calls that could not be executed, or the post-tools hook.
+ */
+export type ErrorOrigin = "Llm" | "Tool" | "Io";
 
 /**
  * The states a caller can observe. ProcessingLlmResponse is transient (it "immediately
@@ -21,12 +27,30 @@ export type AgentState =
   | { readonly kind: "WaitingForUserInput" }
   /** `retries`: retry attempts made for the current LLM request. */
   | { readonly kind: "CallingLlm"; readonly retries: number }
-  /** `pending`: executions not yet completed (at least one); `mutated`: a completed one modified the workspace. */
-  | { readonly kind: "ExecutingTools"; readonly pending: number; readonly mutated: boolean }
-  /** Entered only after a batch with a mutating tool. */
-  | { readonly kind: "PostToolsHook" }
-  /** A failed LLM request waiting for its retry timer; keeps the retry count. */
-  | { readonly kind: "Error"; readonly retries: number }
+  /**
+   * `pending`: executions not yet settled (at least one); `failed`: settled ones that could not be
+   * executed; `mutated`: a completed one modified the workspace; `retries`: retries of this batch.
+   */
+  | {
+      readonly kind: "ExecutingTools";
+      readonly pending: number;
+      readonly failed: number;
+      readonly mutated: boolean;
+      readonly retries: number;
+    }
+  /** Entered only after a batch with a mutating tool; `retries`: retries of the hook. */
+  | { readonly kind: "PostToolsHook"; readonly retries: number }
+  /** A failure waiting for its retry timer; keeps the retry count, and what to retry. */
+  | { readonly kind: "Error"; readonly origin: "Llm"; readonly retries: number }
+  /** `failed`: the calls to run again; `mutated`: a completed call of the batch modified the workspace. */
+  | {
+      readonly kind: "Error";
+      readonly origin: "Tool";
+      readonly retries: number;
+      readonly failed: number;
+      readonly mutated: boolean;
+    }
+  | { readonly kind: "Error"; readonly origin: "Io"; readonly retries: number }
   /** Terminal: the agent is dropped. */
   | { readonly kind: "ShuttingDown" };
 
@@ -42,7 +66,10 @@ export type AgentEvent =
   | { readonly kind: "LlmEvent"; readonly event: LlmEvent }
   | { readonly kind: "ToolProgress" }
   | { readonly kind: "ToolCompleted"; readonly mutating: boolean }
+  /** A tool call could not be executed at all (not the tool's own error); safe to run again. */
+  | { readonly kind: "ToolExecutionFailed" }
   | { readonly kind: "PostToolsHookCompleted"; readonly actionTaken: boolean }
+  | { readonly kind: "PostToolsHookFailed" }
   | { readonly kind: "RetryTimeoutFired" }
   | { readonly kind: "ShutdownRequested" };
 
@@ -89,15 +116,15 @@ export function transition(state: AgentState, event: AgentEvent): readonly [Agen
       break;
     case "ExecutingTools":
       if (event.kind === "ToolProgress") return accept(state, "WaitForInput");
-      if (event.kind === "ToolCompleted") return toolCompleted(state, event.mutating);
+      if (event.kind === "ToolCompleted") return toolSettled(state, state.mutated || event.mutating, 0);
+      if (event.kind === "ToolExecutionFailed") return toolSettled(state, state.mutated, 1);
       break;
     case "PostToolsHook":
       if (event.kind === "PostToolsHookCompleted") return accept({ kind: "CallingLlm", retries: 0 }, "SendLlmRequest");
+      if (event.kind === "PostToolsHookFailed") return hookFailed(state.retries);
       break;
     case "Error":
-      if (event.kind === "RetryTimeoutFired") {
-        return accept({ kind: "CallingLlm", retries: state.retries }, "SendLlmRequest");
-      }
+      if (event.kind === "RetryTimeoutFired") return retry(state);
       break;
     default:
       return unreachable(state);
@@ -116,7 +143,9 @@ function llmEvent(state: { readonly retries: number }, event: LlmEvent): readonl
     case "Completed":
       return processLlmResponse(event.toolCalls);
     case "Error":
-      if (state.retries < MAX_RETRIES) return accept({ kind: "Error", retries: state.retries + 1 }, "WaitForInput");
+      if (state.retries < MAX_RETRIES) {
+        return accept({ kind: "Error", origin: "Llm", retries: state.retries + 1 }, "WaitForInput");
+      }
       return accept({ kind: "WaitingForUserInput" }, "DisplayError");
     default:
       return unreachable(event);
@@ -125,19 +154,53 @@ function llmEvent(state: { readonly retries: number }, event: LlmEvent): readonl
 
 /** ProcessingLlmResponse: tool calls present or a text-only response, decided at once. */
 function processLlmResponse(toolCalls: number): readonly [AgentState, Outcome] {
-  if (toolCalls > 0) return accept({ kind: "ExecutingTools", pending: toolCalls, mutated: false }, "ExecuteTools");
+  if (toolCalls > 0) {
+    return accept({ kind: "ExecutingTools", pending: toolCalls, failed: 0, mutated: false, retries: 0 }, "ExecuteTools");
+  }
   return accept({ kind: "WaitingForUserInput" }, "WaitForInput");
 }
 
-/** One execution finished: some still pending, or all done with or without a mutation. */
-function toolCompleted(
+/**
+ * One execution settled: it completed (`mutated` includes it) or could not be executed
+ * (`failed` 1). Some still pending; or all settled and some could not run, retried while
+ * retries remain; or the batch is over (the calls that could not run go to the model as
+ * error outcomes), with or without a mutation.
+ */
+function toolSettled(
   state: Extract<AgentState, { kind: "ExecutingTools" }>,
-  mutating: boolean,
+  mutated: boolean,
+  failed: 0 | 1,
 ): readonly [AgentState, Outcome] {
-  const mutated = state.mutated || mutating;
-  if (state.pending > 1) return accept({ kind: "ExecutingTools", pending: state.pending - 1, mutated }, "WaitForInput");
-  if (mutated) return accept({ kind: "PostToolsHook" }, "RunPostToolsHook");
+  const { pending, retries } = state;
+  const total = state.failed + failed;
+  if (pending > 1) return accept({ ...state, pending: pending - 1, failed: total, mutated }, "WaitForInput");
+  if (total > 0 && retries < MAX_RETRIES) {
+    return accept({ kind: "Error", origin: "Tool", retries: retries + 1, failed: total, mutated }, "WaitForInput");
+  }
+  if (mutated) return accept({ kind: "PostToolsHook", retries: 0 }, "RunPostToolsHook");
   return accept({ kind: "CallingLlm", retries: 0 }, "SendLlmRequest");
+}
+
+/** The hook failed: run it again while retries remain, else skip it, say so, and call the model. */
+function hookFailed(retries: number): readonly [AgentState, Outcome] {
+  if (retries < MAX_RETRIES) return accept({ kind: "Error", origin: "Io", retries: retries + 1 }, "WaitForInput");
+  return [{ kind: "CallingLlm", retries: 0 }, { accepted: true, actions: ["DisplayError", "SendLlmRequest"] }];
+}
+
+/** The retry timer fired: retry what failed, keeping the retry count. */
+function retry(state: Extract<AgentState, { kind: "Error" }>): readonly [AgentState, Outcome] {
+  switch (state.origin) {
+    case "Llm":
+      return accept({ kind: "CallingLlm", retries: state.retries }, "SendLlmRequest");
+    case "Tool": {
+      const { retries, failed, mutated } = state;
+      return accept({ kind: "ExecutingTools", pending: failed, failed: 0, mutated, retries }, "ExecuteTools");
+    }
+    case "Io":
+      return accept({ kind: "PostToolsHook", retries: state.retries }, "RunPostToolsHook");
+    default:
+      return unreachable(state);
+  }
 }
 
 function accept(next: AgentState, action: AgentAction): readonly [AgentState, Outcome] {

@@ -1,18 +1,23 @@
 """The Loom agent (seed 000) on the driver: the table's actions mapped to real work.
 
 SendLlmRequest streams a reply (TextDelta, ToolCallDelta, then LlmCompleted or LlmError);
-ExecuteTools runs the response's tool calls concurrently, each feeding ToolCompleted;
-RunPostToolsHook commits the work directory to git; entering Error starts a retry timer
-with exponential backoff that feeds RetryTimeoutFired. The conversation context is kept
-here and updated from accepted events, as Loom threads it through its states.
+ExecuteTools runs the response's tool calls concurrently, each feeding ToolCompleted (or
+ToolExecutionFailed when it could not be executed at all); RunPostToolsHook commits the
+work directory to git (PostToolsHookFailed when git fails); entering Error starts a retry
+timer with exponential backoff that feeds RetryTimeoutFired, and the table's ``origin``
+says what is retried: the LLM request, only the tool calls that could not run (each
+keeps its call id), or the hook. Tool calls the retries could not run reach the model as
+error outcomes. The conversation context is kept here and updated from accepted events,
+as Loom threads it through its states.
 
 Interrupts follow vibework's rules, in Loom's terms (the turn ends in WaitingForUserInput
 rather than Done): while the LLM streams, the partial text is kept and all tool calls are
 dropped; while tools run, tools already started complete and the remaining ones get an
-"Interrupted" error; a pending retry is abandoned. The table stays in charge: the driver
-only feeds events the table declares (an interrupted turn answers its next
-SendLlmRequest with an empty completion instead of calling the model). In a durable run
-the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
+"Interrupted" error; a pending retry is abandoned (its timer fires at once: the tool calls
+it would re-run get "Interrupted", a hook runs as after any batch). The table stays in
+charge: the driver only feeds events the table declares (an interrupted turn answers its
+next SendLlmRequest with an empty completion instead of calling the model). In a durable
+run the interrupt is journaled before it acts (an ``interrupt`` record: the table has no
 interrupt event), so a resume after a crash keeps the turn interrupted.
 """
 
@@ -27,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from agentfsm.impl.agents.journaled import Pending, begin_effect, journal_interrupt, replay, report
-from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools, git_commit
+from agentfsm.impl.agents.tools import HookFailed, Toolbox, ToolResult, ToolUnavailable, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.journal import INTERRUPT, JSON, STEP, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
@@ -141,7 +146,8 @@ class LoomAgent(Driver):
                      "DisplayError": self._display_error, "Shutdown": lambda ctx: self.cancel_all()},
             on_event={"UserInput": self._user_input, "LlmCompleted": self._llm_completed,
                       "LlmError": self._llm_error, "ToolProgress": self._tool_progress,
-                      "ToolCompleted": self._tool_completed},
+                      "ToolCompleted": self._tool_completed, "ToolExecutionFailed": self._tool_failed,
+                      "PostToolsHookFailed": self._hook_failed},
             on_enter={"Error": self._start_retry_timer, "WaitingForUserInput": self._turn_ended})
         self.llm = llm
         self.toolbox = toolbox or Toolbox(builtin_tools(self.config.workdir, self.config.command_timeout),
@@ -156,6 +162,7 @@ class LoomAgent(Driver):
         self._partial = ResponseBuilder()
         self._batch: list[ToolCall] = []
         self.executions: dict[str, ExecutionStatus] = {}  # the batch's calls by id: Pending -> Running -> Completed
+        self._unavailable: dict[str, ToolResult] = {}  # calls that could not be executed: back to Pending, retried
         self._results: list[ToolResult] = []
         self._semaphore: asyncio.Semaphore | None = None
         self._last_error = ""
@@ -177,7 +184,7 @@ class LoomAgent(Driver):
     def _llm_completed(self, ctx: ActionContext) -> None:
         response: LlmResponse | None = ctx.envelope.payload
         self._partial = ResponseBuilder()
-        self._batch, self._results, self.executions = [], [], {}
+        self._batch, self._results, self.executions, self._unavailable = [], [], {}, {}
         if response is None or (not response.text and not response.tool_calls):
             return
         self.conversation.append(response.as_message())
@@ -205,7 +212,31 @@ class LoomAgent(Driver):
     def _tool_completed(self, ctx: ActionContext) -> None:
         result: ToolResult = ctx.envelope.payload
         self.executions[result.call_id] = "Completed"
+        self._unavailable.pop(result.call_id, None)
         self._record(result)
+        self._settle_unavailable(ctx)
+
+    def _tool_failed(self, ctx: ActionContext) -> None:
+        """A call that could not be executed goes back to Pending: the retry runs it again."""
+        failure: ToolResult = ctx.envelope.payload
+        self.executions[failure.call_id] = "Pending"
+        self._unavailable[failure.call_id] = failure
+        self._retry_after = None  # a server's Retry-After is for LLM requests only
+        self._settle_unavailable(ctx)
+
+    def _settle_unavailable(self, ctx: ActionContext) -> None:
+        """Once the batch is over with calls still not executed (their retries are spent), each
+        reaches the model as an error outcome, as a tool's own failure does."""
+        if ctx.outcome.state in ("ExecutingTools", "Error"):
+            return
+        for failure in self._unavailable.values():
+            self.executions[failure.call_id] = "Completed"
+            self._record(ToolResult(failure.call_id, failure.name,
+                                    f"could not be executed, retries spent: {failure.content}", True))
+        self._unavailable = {}
+
+    def _hook_failed(self, ctx: ActionContext) -> None:
+        self._last_error, self._retry_after = f"post-tools hook failed: {ctx.envelope.payload}", None
 
     def apply(self, envelope: Envelope) -> Outcome | None:
         """A second completion of one call id is not another call: logged and dropped before the
@@ -280,8 +311,12 @@ class LoomAgent(Driver):
                       tool_calls=min(len(response.tool_calls), self.max_tools))
 
     def _execute_tools(self, ctx: ActionContext) -> None:
-        for call in self._batch:
+        for call in self._to_run():
             self._start_tool(call, None)
+
+    def _to_run(self) -> list[ToolCall]:
+        """The batch's calls not executed yet: all of them at first, then those that could not run."""
+        return [call for call in self._batch if self.executions.get(call.id) == "Pending"]
 
     def _start_tool(self, call: ToolCall, pending: Pending | None) -> None:
         if self._semaphore is None:
@@ -297,7 +332,13 @@ class LoomAgent(Driver):
                 return
             else:
                 activity.feed(self, "ToolProgress", payload=call.id)  # Pending -> Running
-                result, ran, via = await self.toolbox.execute(call), True, "run"
+                try:
+                    result, ran, via = await self.toolbox.execute(call), True, "run"
+                except ToolUnavailable as exc:
+                    failure = ToolResult(call.id, call.name, str(exc), True)
+                    activity.feed(self, "ToolExecutionFailed", payload=failure,
+                                  effect=self._report(pending, "failed", {"error": str(exc), "started": False}))
+                    return
         report = self._report(pending, "completed", asdict(result), via)
         activity.feed(self, "ToolCompleted", payload=result, effect=report,
                       mutating=ran and self.toolbox.mutating(call.name))
@@ -313,9 +354,11 @@ class LoomAgent(Driver):
                 return
             try:
                 taken = await self.post_tools_hook(self.config.workdir, results)
-            except OSError as exc:
+            except (HookFailed, ToolUnavailable, OSError) as exc:
                 self.log.warning("%s: post-tools hook failed: %s", self.name, exc, extra={"agent": self.name})
-                taken = False
+                activity.feed(self, "PostToolsHookFailed", payload=str(exc),
+                              effect=self._report(pending, "failed", {"error": str(exc)}))
+                return
             activity.feed(self, "PostToolsHookCompleted", action_taken=taken,
                           effect=self._report(pending, "completed", {"action_taken": taken}))
         self.spawn("post-tools-hook", hook)
@@ -338,7 +381,8 @@ class LoomAgent(Driver):
         self._arm_retry(int(ctx.outcome.vars["retries"]))
 
     def _arm_retry(self, retries: int) -> None:
-        delay = 0.0 if self._given_up is not None else self.config.backoff(retries, self._retry_after)
+        at_once = self._given_up is not None or self._interrupted  # retrying cannot help, or the turn is over
+        delay = 0.0 if at_once else self.config.backoff(retries, self._retry_after)
 
         async def timer(activity: Activity) -> None:
             await asyncio.sleep(delay)
@@ -376,17 +420,22 @@ class LoomAgent(Driver):
         """The payload ``payload_json`` journaled, as the hooks take it."""
         if event == "LlmCompleted":
             return response_from_json(data)
-        if event == "ToolCompleted":
+        if event in ("ToolCompleted", "ToolExecutionFailed"):
             return ToolResult(**data)
         return TextChunk(data) if event == "TextDelta" else data
 
     def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
+        """ExecuteTools fans out into the response's calls, or on a retry (origin Tool) into the
+        calls that could not be executed."""
         response = envelope.payload
-        if envelope.event != "LlmCompleted" or not isinstance(response, LlmResponse):
+        if envelope.event == "LlmCompleted" and isinstance(response, LlmResponse):
+            calls = list(response.tool_calls[:self.max_tools])
+        elif envelope.event == "RetryTimeoutFired":
+            calls = self._to_run()
+        else:
             return {}
         return {"ExecuteTools": [CallSpec(c.id, c.name, self.toolbox.idempotent(c.name),
-                                          {"id": c.id, "arguments": c.arguments})
-                                 for c in response.tool_calls[:self.max_tools]]}
+                                          {"id": c.id, "arguments": c.arguments}) for c in calls]}
 
     def perform(self, effect: Effect, retry: bool) -> None:
         pending = Pending(effect.key, retry)

@@ -3,7 +3,9 @@
 Tools never go through a shell: commands are argument lists run with a timeout, and a
 cancelled or timed-out command is killed. Paths are resolved inside the work directory;
 anything that escapes it is refused. A tool's failure is a result handed back to the
-model (an error message), never an exception out of ``Toolbox.execute``.
+model (an error message). Only a call that could not be executed at all leaves
+``Toolbox.execute`` as ``ToolUnavailable`` (the Loom table's error origin Tool: the agent
+retries it), and a post-tools hook that failed raises ``HookFailed`` (origin Io).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,20 @@ MAX_OUTPUT = 64 * 1024
 
 class ToolError(Exception):
     """A tool could not do what was asked; the message goes back to the model."""
+
+
+class ToolUnavailable(Exception):
+    """The call could not be executed at all: its process could not be spawned, or an idempotent
+    tool's I/O failed for a reason its arguments did not cause. Not the tool's answer but the
+    infrastructure's, and safe to run again (it never started, or twice does no harm)."""
+
+
+class HookFailed(Exception):
+    """The post-tools hook could not do its work (git refused, the workspace could not be read)."""
+
+
+# What a call's own arguments cause (a missing file, a directory given as a file): the model's to fix.
+ARGUMENT_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 @dataclass(frozen=True)
@@ -89,7 +105,10 @@ class Toolbox:
         except TimeoutError:
             return ToolResult(call.id, call.name, f"timed out after {self.timeout:g}s", True)
         except OSError as exc:
-            return ToolResult(call.id, call.name, f"{type(exc).__name__}: {exc.strerror or exc}", True)
+            message = f"{type(exc).__name__}: {exc.strerror or exc}"
+            if tool.idempotent and not isinstance(exc, ARGUMENT_ERRORS):
+                raise ToolUnavailable(message) from exc
+            return ToolResult(call.id, call.name, message, True)
 
 
 def _string(arguments: Mapping[str, Any], key: str, default: str | None = None) -> str:
@@ -118,10 +137,17 @@ class Workspace:
 async def run_process(argv: Sequence[str], cwd: Path, timeout: float,
                       env: Mapping[str, str] | None = None) -> tuple[int, str]:
     """Run an argument list; kill it, with every process it started (its own session), on timeout
-    or cancellation. Returns (status, output)."""
-    process = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True)
+    or cancellation. Returns (status, output). A program that does not exist or may not run is
+    the caller's ``OSError``; any other failure to spawn (no processes or memory left) is
+    ``ToolUnavailable``: nothing ran."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True)
+    except ARGUMENT_ERRORS:
+        raise
+    except OSError as exc:
+        raise ToolUnavailable(f"could not start {argv[0]}: {type(exc).__name__}: {exc.strerror or exc}") from exc
     try:
         async with asyncio.timeout(timeout):
             output, _ = await process.communicate()
@@ -200,22 +226,35 @@ _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "agentfsm", "GIT_AUTH
 async def git_commit(workdir: Path | str, message: str, timeout: float = 30.0) -> bool:
     """The Loom post-tools hook: commit every change in ``workdir`` if it is a git work tree.
 
-    Returns whether a commit was made. Commits carry agentfsm as author and committer so
-    they never depend on the user's git identity.
+    Returns whether a commit was made (False: not a work tree, or nothing to commit). Raises
+    ``HookFailed`` when git fails in a work tree (a held ``index.lock``, a full disk), so the
+    agent retries the hook. Commits carry agentfsm as author and committer so they never
+    depend on the user's git identity.
     """
     root = Path(workdir)
     env = {**os.environ, **_GIT_ENV}
+
+    async def git(*args: str, ok: Collection[int] | None = (0,)) -> tuple[int, str]:
+        """Run git; a status outside ``ok`` (None: any) or a failure to start it is ``HookFailed``."""
+        try:
+            status, out = await run_process(["git", *args], root, timeout, env)
+        except FileNotFoundError:
+            raise
+        except (OSError, ToolUnavailable) as exc:
+            raise HookFailed(f"git {args[0]}: {exc}") from exc
+        if ok is not None and status not in ok:
+            raise HookFailed(f"git {args[0]} failed (status {status}): {out.strip()}")
+        return status, out
+
     try:
-        status, out = await run_process(["git", "rev-parse", "--is-inside-work-tree"], root, timeout, env)
-        if status != 0 or out.strip() != "true":
-            return False
-        status, _ = await run_process(["git", "add", "-A"], root, timeout, env)
-        if status != 0:
-            return False
-        status, _ = await run_process(["git", "diff", "--cached", "--quiet"], root, timeout, env)
-        if status == 0:
-            return False
-        status, _ = await run_process(["git", "commit", "-q", "--no-verify", "-m", message], root, timeout, env)
-        return status == 0
+        status, out = await git("rev-parse", "--is-inside-work-tree", ok=None)
     except FileNotFoundError:
+        return False  # no git here: nothing to commit to
+    if status != 0 or out.strip() != "true":
         return False
+    await git("add", "-A")
+    status, _ = await git("diff", "--cached", "--quiet", ok=(0, 1))
+    if status == 0:
+        return False  # nothing staged
+    await git("commit", "-q", "--no-verify", "-m", message)
+    return True
