@@ -47,7 +47,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
                             "tests/test_durable_tool_call.py"),
-    "verify/harness.py": ("tests/test_harness_process.py", "tests/test_conformance_harness.py",
+    "verify/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
+                          "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
                           "tests/test_conformance_history.py"),
 }
 # The package's source directories and where each sits in the installed package.
