@@ -204,11 +204,13 @@ def summary(results: dict[str, dict[str, str]], equivalent: dict[str, str]) -> l
 
 
 def write_baseline(results: dict[str, dict[str, str]]) -> None:
-    """Publish this run: the killed mutants and the scores; equivalence reasons are kept (written by hand)."""
-    equivalent = json.loads(BASELINE.read_text())["equivalent"] if BASELINE.exists() else {}
-    baseline = {"score": scores(results, equivalent),
-                "killed": {m: sorted(k for k, s in statuses.items() if s != "survived")
-                           for m, statuses in results.items()},
+    """Publish this run: the killed mutants and the scores of the modules it ran (the other
+    modules keep their published entries); equivalence reasons are kept (written by hand)."""
+    published = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
+    equivalent = published["equivalent"]
+    baseline = {"score": {**published["score"], **scores(results, equivalent)},
+                "killed": {**published["killed"], **{m: sorted(k for k, s in statuses.items() if s != "survived")
+                                                     for m, statuses in results.items()}},
                 "equivalent": equivalent}
     BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 

@@ -120,8 +120,7 @@ def test_a_request_queued_behind_a_full_stdin_arrives_intact(echo: ProcessTransp
 
 
 def test_a_reply_longer_than_max_line_is_garbled() -> None:
-    transport = adapter("import sys; sys.stdin.readline(); sys.stdout.write('x' * (1 + (1 << 20))); "
-                        "sys.stdout.flush(); sys.stdin.read()")
+    transport = adapter("import sys; sys.stdin.readline(); sys.stdout.write('x' * (1 << 22))")
     with pytest.raises(AdapterFailure) as caught:
         transport.request({"op": "reset", "machine": "m"})
     assert (caught.value.kind, caught.value.message) == ("garbled", "reply longer than 1048576 bytes")
@@ -142,6 +141,15 @@ def test_a_dead_adapters_stderr_is_drained_when_asked_for() -> None:
     assert not caught
     assert transport.proc.wait() == 7
     assert transport.stderr() == "\n".join(["last words", "z" * 500, "unfinished"])
+    transport.close()
+
+
+def test_a_dead_adapters_stderr_is_read_to_its_end_not_to_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock stands still: only the end of the pipe can end the drain.
+    transport = adapter("import sys; sys.stderr.write('bye\\n')")
+    assert transport.proc.wait() == 0
+    monkeypatch.setattr(harness, "time", fake_clock(0.0, 0.0, lambda: None))
+    assert transport.stderr() == "bye"
     transport.close()
 
 
