@@ -91,6 +91,27 @@ def states(transport: ProcessTransport, count: int) -> list[str]:
     return [transport.receive()["state"] for _ in range(count)]
 
 
+def clock(reading: Callable[[], float], on_second: Callable[[], None]) -> SimpleNamespace:
+    """``time`` for the harness: ``monotonic`` gives ``reading()``; its second reading first calls
+    ``on_second`` (the harness has by then looked at the pipes, or written, once)."""
+    count = 0
+
+    def monotonic() -> float:
+        nonlocal count
+        count += 1
+        if count == 2:
+            on_second()
+        return reading()
+
+    return SimpleNamespace(monotonic=monotonic)
+
+
+def fake_clock(first: float, then: float, on_second: Callable[[], None]) -> SimpleNamespace:
+    """A clock that reads ``first``, then ``then`` for ever."""
+    readings = iter([first])
+    return clock(lambda: next(readings, then), on_second)
+
+
 def test_requests_and_replies_larger_than_the_pipes_flow_both_ways(echo: ProcessTransport) -> None:
     # 400 kB each way: written in one blocking go, the adapter would block on its full stdout
     # while the harness blocks on the adapter's full stdin.
@@ -227,27 +248,6 @@ def test_output_arriving_after_the_last_reply_is_stray(echo: ProcessTransport) -
     os.kill(echo.proc.pid, signal.SIGUSR1)
     wait_readable(echo.fd_out)
     assert echo.stray(0.0) == LATE
-
-
-def clock(reading: Callable[[], float], on_second: Callable[[], None]) -> SimpleNamespace:
-    """``time`` for the harness: ``monotonic`` gives ``reading()``; its second reading first calls
-    ``on_second`` (the harness has by then looked at the pipes, or written, once)."""
-    count = 0
-
-    def monotonic() -> float:
-        nonlocal count
-        count += 1
-        if count == 2:
-            on_second()
-        return reading()
-
-    return SimpleNamespace(monotonic=monotonic)
-
-
-def fake_clock(first: float, then: float, on_second: Callable[[], None]) -> SimpleNamespace:
-    """A clock that reads ``first``, then ``then`` for ever."""
-    readings = iter([first])
-    return clock(lambda: next(readings, then), on_second)
 
 
 def test_stray_waits_out_its_wait_for_late_output(echo: ProcessTransport, monkeypatch: pytest.MonkeyPatch) -> None:
