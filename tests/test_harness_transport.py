@@ -174,6 +174,15 @@ def test_a_dead_adapters_stderr_is_read_to_its_end_not_to_the_deadline(monkeypat
     transport.close()
 
 
+def test_a_dead_adapters_stderr_drain_stops_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock reads the drain's deadline from its first look on: nothing more is read.
+    transport = adapter("import sys; sys.stderr.write('bye\\n')")
+    assert transport.proc.wait() == 0
+    monkeypatch.setattr(harness, "time", fake_clock(0.0, 0.5, lambda: None))
+    assert transport.stderr() == ""
+    transport.close()
+
+
 def test_a_running_adapters_stderr_is_what_was_read_so_far_without_waiting(echo: ProcessTransport) -> None:
     echo.request({"op": "reset", "n": "R"})   # its signal handler is in place
     os.kill(echo.proc.pid, signal.SIGUSR1)
