@@ -216,6 +216,16 @@ def test_an_adapter_that_closes_stdout_and_lives_on_is_reported_and_killed() -> 
     assert transport.proc.returncode == -signal.SIGKILL
 
 
+def test_an_adapter_that_closed_its_stdin_is_reported_by_its_exit_not_a_broken_pipe() -> None:
+    transport = adapter("import os, sys; sys.stdin.readline(); os.close(0); "
+                        "print('{\"ok\": true, \"state\": \"A\"}', flush=True); sys.exit(3)")
+    session = Session(transport)
+    assert session.reset("m") == harness.Observation("A")
+    with pytest.raises(AdapterFailure) as caught:
+        session.event("Go", {})   # written to a pipe nobody reads any more
+    assert (caught.value.kind, caught.value.message) == ("exited", "the adapter exited (exit status 3)")
+
+
 def test_an_adapter_killed_by_a_hangup_is_reported_with_that_signal() -> None:
     transport = adapter("import os, signal, sys; sys.stdin.readline(); signal.signal(signal.SIGHUP, signal.SIG_DFL); "
                         "os.kill(os.getpid(), signal.SIGHUP)")   # SIG_DFL: a nohup'ed harness passes SIG_IGN on
