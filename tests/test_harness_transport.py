@@ -28,8 +28,8 @@ from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session
 PATIENT = 60.0   # a timeout no healthy test comes near
 
 # Answers every request with {"ok": true, "state": <its "n">, "pad": <its "pad">}; a SIGUSR1
-# makes it print one more reply nobody asked for, and a line on stderr. Exits at quit (status: requests seen
-# before it) or at end of input (status 99).
+# makes it print one more reply nobody asked for, and a line on stderr. Exits at quit (status:
+# the requests seen before it) or at the end of its input (status 99).
 ECHO = """
 import json, signal, sys
 def late(signum, frame):
