@@ -43,11 +43,13 @@ TESTS: dict[str, tuple[str, ...]] = {
                           "tests/test_verify_explore.py"),
     "verify/checks.py": ("tests/test_verify_verdict.py", "tests/test_verify_checks.py",
                          "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
-    "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_snapshots.py",
+    "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_run_defaults.py",
+                            "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
                             "tests/test_durable_tool_call.py"),
-    "verify/harness.py": ("tests/test_harness_process.py", "tests/test_conformance_harness.py",
+    "verify/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
+                          "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
                           "tests/test_conformance_history.py"),
 }
 # The package's source directories and where each sits in the installed package.
@@ -202,11 +204,13 @@ def summary(results: dict[str, dict[str, str]], equivalent: dict[str, str]) -> l
 
 
 def write_baseline(results: dict[str, dict[str, str]]) -> None:
-    """Publish this run: the killed mutants and the scores; equivalence reasons are kept (written by hand)."""
-    equivalent = json.loads(BASELINE.read_text())["equivalent"] if BASELINE.exists() else {}
-    baseline = {"score": scores(results, equivalent),
-                "killed": {m: sorted(k for k, s in statuses.items() if s != "survived")
-                           for m, statuses in results.items()},
+    """Publish this run: the killed mutants and the scores of the modules it ran (the other
+    modules keep their published entries); equivalence reasons are kept (written by hand)."""
+    published = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
+    equivalent = published["equivalent"]
+    baseline = {"score": {**published["score"], **scores(results, equivalent)},
+                "killed": {**published["killed"], **{m: sorted(k for k, s in statuses.items() if s != "survived")
+                                                     for m, statuses in results.items()}},
                 "equivalent": equivalent}
     BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 

@@ -92,3 +92,15 @@ def test_the_published_baseline_covers_every_module_and_gives_reasons() -> None:
     baseline = json.loads(BASELINE.read_text())
     assert set(baseline["score"]) == set(baseline["killed"]) == set(TESTS)
     assert all(reason for reason in baseline["equivalent"].values())
+
+
+def test_writing_the_baseline_of_one_module_keeps_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mutation_run
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps({"score": {"a.py": 90.0, "b.py": 50.0}, "killed": {"a.py": ["a1"], "b.py": ["b1"]},
+                                "equivalent": {"b2": "why"}}))
+    monkeypatch.setattr(mutation_run, "BASELINE", path)
+    mutation_run.write_baseline({"b.py": {"b1": "killed", "b2": "survived", "b3": "timeout", "b4": "survived"}})
+    assert json.loads(path.read_text()) == {"score": {"a.py": 90.0, "b.py": 66.7},
+                                            "killed": {"a.py": ["a1"], "b.py": ["b1", "b3"]},
+                                            "equivalent": {"b2": "why"}}

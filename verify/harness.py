@@ -143,7 +143,7 @@ class ProcessTransport:
 
     def stderr(self) -> str:
         """The last lines the adapter wrote to stderr (after letting a dead one finish)."""
-        if self.proc.poll() is not None and self.fd_err >= 0:
+        if self.proc.poll() is not None:
             deadline = time.monotonic() + 0.5
             while self.fd_err >= 0 and time.monotonic() < deadline:
                 self._pump(deadline - time.monotonic())
@@ -170,8 +170,6 @@ class ProcessTransport:
         self.outbox += b"".join(lines if lines is not None else map(encode, messages))
 
     def _flush(self) -> None:
-        if self.fd_in < 0:
-            return
         try:
             written = os.write(self.fd_in, self.outbox)
         except BlockingIOError:
@@ -303,8 +301,7 @@ class ProcessTransport:
 
     def close(self) -> None:
         """Ask the adapter to quit; kill its process group if it does not within a second."""
-        if self.proc.poll() is None and self.fd_in >= 0:
-            self._stop_writing()
+        if self.proc.poll() is None:
             # Without blocking: an adapter that stopped reading must not hang the harness.
             with contextlib.suppress(OSError):
                 os.write(self.fd_in, bytes(self.outbox) + b'{"op":"quit"}\n')

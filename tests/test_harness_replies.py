@@ -1,0 +1,177 @@
+"""Each reply check of the conformance harness, on its own: a reply that is not JSON, not an
+object, has no boolean ``ok``, or lacks a field the protocol requires for its request
+(docs/conformance.md) is named exactly, with an excerpt of the reply. The in-process
+transports and ``WithoutVars`` pass requests, replies and ``quit`` through unchanged."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agentfsm.verify.harness import (
+    AdapterFailure,
+    FunctionTransport,
+    Message,
+    Observation,
+    Session,
+    Unsupported,
+    WithoutVars,
+    parse_many,
+    parse_reply,
+)
+
+
+def failing(kind: str, message: str) -> AdapterFailure:
+    return AdapterFailure(kind, message)
+
+
+def garbled(line: bytes) -> str:
+    with pytest.raises(AdapterFailure) as caught:
+        parse_reply(line, failing)
+    assert caught.value.kind == "garbled"
+    return caught.value.message
+
+
+def test_parse_reply_names_each_fault_with_an_excerpt() -> None:
+    assert garbled(b"<html>\n") == "reply is not JSON: '<html>'"
+    assert garbled(b"[1, 2]\n") == "reply is not a JSON object: '[1, 2]'"
+    assert garbled(b'{"state": "S"}\n') == "reply has no boolean 'ok': '{\"state\": \"S\"}'"
+    assert garbled(b'{"ok": 1}') == "reply has no boolean 'ok': '{\"ok\": 1}'"
+    assert parse_reply(b'{"ok": false, "error": "no"}\n', failing) == {"ok": False, "error": "no"}
+
+
+def test_an_excerpt_keeps_120_characters() -> None:
+    assert garbled(b"x" * 120) == f"reply is not JSON: '{'x' * 120}'"
+    assert garbled(b"y" * 121) == f"reply is not JSON: '{'y' * 120}...'"
+
+
+def test_parse_many_keeps_a_line_that_is_not_one_json_object_raw() -> None:
+    two_on_one_line = b'{"ok": true},{"ok": true}'
+    assert parse_many([two_on_one_line, b'{"ok": false}']) == [two_on_one_line, {"ok": False}]
+    assert parse_many([b'{"ok": true}', b"[1]", b"oops"]) == [{"ok": True}, b"[1]", b"oops"]
+    assert parse_many([b'{"ok": true}', b'{"ok": false}']) == [{"ok": True}, {"ok": False}]
+    assert parse_many([b"1"]) == [b"1"]
+
+
+class Scripted:
+    """An in-process implementation answering with canned replies; records the requests it got."""
+
+    def __init__(self, *replies: Message) -> None:
+        self.replies = list(replies)
+        self.requests: list[Message] = []
+
+    def __call__(self, request: Message) -> Message:
+        self.requests.append(request)
+        return self.replies.pop(0) if request["op"] != "quit" else {"ok": True}
+
+
+def protocol_failure(op: str, reply: Message) -> str:
+    session = Session(FunctionTransport(Scripted(reply)))
+    with pytest.raises(AdapterFailure) as caught:
+        if op == "reset":
+            session.reset("m")
+        else:
+            session.event("Go", {})
+    assert (caught.value.kind, caught.value.stderr) == ("protocol", "")
+    return caught.value.message
+
+
+VARS = "has 'vars' that is not an object of integers and booleans"
+EVENT = {"ok": True, "state": "S", "accepted": True, "actions": ["A"]}
+
+
+@pytest.mark.parametrize(("op", "reply", "what"), [
+    ("reset", {"ok": True}, "has no string 'state'"),
+    ("event", {**EVENT, "state": 3}, "has no string 'state'"),
+    ("reset", {"ok": True, "state": "S", "vars": {"n": "1"}}, VARS),
+    ("reset", {"ok": True, "state": "S", "vars": [1]}, VARS),
+    ("event", {**EVENT, "vars": {"n": 1.5}}, VARS),
+    ("reset", {"ok": True, "state": "S", "accepted": True}, "looks like a reply to an event (a reply out of order?)"),
+    ("reset", {"ok": True, "state": "S", "actions": []}, "looks like a reply to an event (a reply out of order?)"),
+    ("event", {"ok": True, "state": "S", "actions": []}, "has no boolean 'accepted' (a reply out of order?)"),
+    ("event", {**EVENT, "accepted": "yes"}, "has no boolean 'accepted' (a reply out of order?)"),
+    ("event", {**EVENT, "actions": "A"}, "has no 'actions' list of strings"),
+    ("event", {**EVENT, "actions": ["A", 1]}, "has no 'actions' list of strings"),
+])
+def test_each_reply_shape_fault_is_named(op: str, reply: Message, what: str) -> None:
+    assert protocol_failure(op, reply) == f"reply to {op!r} {what}: {json.dumps(reply)}"
+
+
+def test_a_long_reply_is_cut_to_200_characters_in_the_failure() -> None:
+    reply = {**EVENT, "actions": "A" * 300}
+    assert protocol_failure("event", reply) == \
+        f"reply to 'event' has no 'actions' list of strings: {json.dumps(reply)[:200]}"
+
+
+def test_well_formed_replies_become_observations() -> None:
+    handler = Scripted({"ok": True, "state": "Idle", "vars": {"n": 0, "b": True}},
+                       {"ok": True, "state": "Busy", "accepted": False, "actions": ["A", "B"]},
+                       {"ok": False, "error": "no such event"})
+    session = Session(FunctionTransport(handler))
+    assert session.reset("m") == Observation("Idle", vars={"n": 0, "b": True})
+    assert session.event("Go", {"x": 1}) == Observation("Busy", False, ("A", "B"))
+    assert session.event("Nope", {}) == Unsupported("no such event")
+    session.close()
+    assert handler.requests == [{"op": "reset", "machine": "m"}, {"op": "event", "event": "Go", "params": {"x": 1}},
+                                {"op": "event", "event": "Nope", "params": {}}, {"op": "quit"}]
+
+
+def test_function_transport_pipelines_and_checks_ok() -> None:
+    transport = FunctionTransport(Scripted({"ok": True, "state": "A"}, {"ok": True, "state": "B"}, {"state": "C"}))
+    transport.send([{"op": "reset", "machine": "m"}, {"op": "reset", "machine": "m"}])
+    assert [transport.receive(), transport.receive()] == [{"ok": True, "state": "A"}, {"ok": True, "state": "B"}]
+    with pytest.raises(AdapterFailure) as caught:
+        transport.request({"op": "reset", "machine": "m"})
+    assert (caught.value.kind, caught.value.message) == ("garbled", "reply has no boolean 'ok': '{\"state\": \"C\"}'")
+    assert transport.stray(1.0) is None
+
+
+class Pending:
+    """A transport with one reply nobody asked for waiting; records what reaches it."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.closed = False
+
+    def send(self, messages: Any, lines: Any = None) -> None:
+        self.sent.append((messages, lines))
+
+    def receive(self) -> Message:
+        return {"ok": True, "state": "S", "vars": {"n": 1}}
+
+    def request(self, message: Message) -> Message:
+        raise AssertionError("WithoutVars sends and receives itself")
+
+    def stray(self, wait: float) -> str | None:
+        return f"late reply (waited {wait})"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_without_vars_drops_vars_and_passes_the_rest_through() -> None:
+    inner = Pending()
+    transport = WithoutVars(inner)
+    transport.send([{"op": "reset"}], [b"line\n"])
+    assert inner.sent == [([{"op": "reset"}], [b"line\n"])]
+    assert transport.receive() == {"ok": True, "state": "S"}
+    assert transport.request({"op": "reset", "machine": "m"}) == {"ok": True, "state": "S"}
+    assert inner.sent[-1] == ([{"op": "reset", "machine": "m"}], None)
+    assert transport.stray(0.5) == "late reply (waited 0.5)"
+    transport.close()
+    assert inner.closed
+
+
+def test_without_vars_over_an_in_process_implementation() -> None:
+    handler = Scripted({"ok": True, "state": "S", "vars": {"n": 2}})
+    session = Session(WithoutVars(FunctionTransport(handler)))
+    assert session.reset("m") == Observation("S")
+    session.close()
+    assert handler.requests[-1] == {"op": "quit"}
+
+
+def test_a_failure_reads_as_its_message() -> None:
+    failure = AdapterFailure("timeout", "no reply within 1 s", "last words")
+    assert str(failure) == "no reply within 1 s"
+    assert failure.describe() == "timeout: no reply within 1 s\n  adapter stderr (last lines):\n    last words"
