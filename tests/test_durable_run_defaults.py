@@ -1,8 +1,9 @@
 """The durable run's defaults and boundaries, each worked out by hand: an idempotent effect
 is retried until its fifth start, a call outside leases carries token 0, an approval is
 valid up to its expiry instant, an expiry another writer journaled first is not journaled
-again, an effect handed to the async performer is not the user's decision, and damage
-before the tail is never "repaired". The mutation run (tests/mutation_run.py) found these
+again, an effect handed to the async performer is not the user's decision, damage
+before the tail is never "repaired", and a status query's ``resume`` (a sub-agent's child
+run) performs a non-idempotent effect again where nothing else would. The mutation run (tests/mutation_run.py) found these
 pinned down by no other fast test."""
 
 from __future__ import annotations
@@ -128,3 +129,63 @@ def test_damage_before_the_tail_is_not_repaired(loom: Table) -> None:
     with pytest.raises(CorruptJournal, match="corrupt record at sequence 2"):
         repair_torn_tail(store, "r")
     assert len(store.stored("r")) == kept
+
+
+class Resumable(Recording):
+    """A non-idempotent tool whose status query answers ``resume``: its own work is journaled
+    under the effect's key (a sub-agent's child run), so performing it again continues it."""
+
+    def __init__(self, answer: str | None) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def status(self, call: EffectCall) -> Any:
+        return None if self.answer is None else (self.answer, {})
+
+
+def call_once() -> Table:
+    return build({"format": 1, "machine": "t", "states": {"A": {"initial": True}, "B": {}},
+                  "events": {"Go": {}}, "actions": {"Call": {"effect": "external"}},
+                  "transitions": [{"from": "A", "on": "Go", "to": "B", "emit": ["Call"]}]})
+
+
+def crashed_before_completed(table: Table, tool: Recording) -> MemoryStore:
+    """A run whose Call started and was never completed (the process died in between)."""
+    for boundary in range(1, 20):
+        store = MemoryStore()
+        run = DurableRun.create(store, table, "r", {"Call": tool})
+        store.arm(boundary)
+        try:
+            run.deliver("Go", event_id="1")
+        except Crash as crash:
+            if "before completed" in str(crash):
+                store.arm(None)
+                return store
+        tool.calls.clear()
+    raise AssertionError("no boundary before the completed record")
+
+
+@pytest.mark.parametrize("crashes", [1, 7])
+def test_a_status_saying_resume_performs_a_non_idempotent_effect_again(crashes: int) -> None:
+    """Not capped by the idempotent retries' five starts: each start continues the journaled work."""
+    table, tool = call_once(), Resumable("resume")
+    store = crashed_before_completed(table, tool)
+    for _ in range(crashes - 1):
+        store.arm(CRASH_BEFORE_COMPLETED)   # on reopening: unknown, started, then completed
+        with pytest.raises(Crash, match="before completed"):
+            DurableRun.open(store, table, "r", {"Call": tool})
+        store.arm(None)
+    run = DurableRun.open(store, table, "r", {"Call": tool})
+    assert not run.decisions()
+    assert run.st.effects["r/2/0"].status == "completed"
+    assert len(tool.calls) == crashes + 1
+
+
+@pytest.mark.parametrize("answer", [None, "unknown"])
+def test_without_resume_a_non_idempotent_effect_is_left_to_the_user(answer: str | None) -> None:
+    table, tool = call_once(), Resumable(answer)
+    store = crashed_before_completed(table, tool)
+    run = DurableRun.open(store, table, "r", {"Call": tool})
+    [decision] = run.decisions()
+    assert decision.kind == "unknown-effect"
+    assert len(tool.calls) == 1
