@@ -3,8 +3,8 @@ is retried until its fifth start, a call outside leases carries token 0, an appr
 valid up to its expiry instant, an expiry another writer journaled first is not journaled
 again, an effect handed to the async performer is not the user's decision, damage
 before the tail is never "repaired", and a status query's ``resume`` (a sub-agent's child
-run) performs a non-idempotent effect again where nothing else would. The mutation run (tests/mutation_run.py) found these
-pinned down by no other fast test."""
+run) performs a non-idempotent effect again where nothing else would. The mutation run
+(tests/mutation_run.py) found these pinned down by no other fast test."""
 
 from __future__ import annotations
 
