@@ -328,3 +328,38 @@ def test_agentfsm_run_store_journals_a_hook_that_git_keeps_refusing(tmp_path: Pa
     finally:
         store.close()
     assert events.count("PostToolsHookFailed") == 4 and events.count("RetryTimeoutFired") == 3
+
+
+def test_a_hook_the_user_settles_as_failed_after_a_crash_is_an_io_error_retried(loom: Table, tmp_path: Path) -> None:
+    """A crash while the hook ran leaves it unknown; the user's ``failed`` is the hook failing (origin
+    Io: the hook runs again), not a hook that did nothing."""
+    replies: list[list[ReplyStep]] = [[Call("write_file", {"path": "a.txt", "content": "a"})], [Say("written")]]
+    repo = git_repo(tmp_path / "repo")
+    durable_states: list[MemoryStore] = []
+
+    def keep(phase: str, label: str) -> None:
+        if phase == "after" and label == "started":
+            durable_states.append(store.clone())
+    store = MemoryStore(on_boundary=keep)
+    first = agent_for(loom, replies, repo)
+    DurableLink.create(first, first, store, "r")
+    run(one_turn(first))
+    [crashed] = [s for s in durable_states
+                 if any(e.action == "RunPostToolsHook" and e.status == "started"
+                        for e in DurableLink.attach(first, first, s.clone(), "r").run.st.effects.values())]
+    subprocess.run(["git", "-C", str(repo), "reset", "-q", "--soft", "HEAD~1"], check=False)  # as if it never ran
+    again = agent_for(loom, replies, repo)
+    assert isinstance(again.llm, ScriptedLlm)
+    again.llm.skip(1)
+    hook = next(e.key for e in DurableLink.attach(again, again, crashed.clone(), "r").run.st.effects.values()
+                if e.action == "RunPostToolsHook")
+    link = DurableLink.open(again, again, crashed, "r", resume=True, decisions={hook: "failed"})
+
+    async def resume() -> None:
+        async with again:
+            link.resume()
+            await again.wait_idle()
+    run(resume())
+    events = [e for e, _ in steps(again)]
+    assert events[:3] == ["PostToolsHookFailed", "RetryTimeoutFired", "PostToolsHookCompleted"]
+    assert origins(loom, again) == ["Io"] and again.conversation[-1] == {"role": "assistant", "content": "written"}

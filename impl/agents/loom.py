@@ -477,8 +477,11 @@ class LoomAgent(Driver):
                 tool_result = ToolResult(call_id, effect.tool, "the process stopped while this ran; its outcome "
                                          f"is unknown and {effect.via} settled it as failed", True)
             self.feed("ToolCompleted", payload=tool_result, effect=report, mutating=self.toolbox.mutating(effect.tool))
-        elif effect.action == "RunPostToolsHook":
+        elif effect.action == "RunPostToolsHook" and effect.status == "completed":
             self.feed("PostToolsHookCompleted", effect=report, action_taken=bool(result.get("action_taken")))
+        elif effect.action == "RunPostToolsHook":   # a failed hook is retried (origin Io), as when it fails live
+            self.feed("PostToolsHookFailed", effect=report,
+                      payload=str(result.get("error", f"its outcome is unknown and {effect.via} settled it as failed")))
 
     def _report_interrupted(self, effect: Effect, report: Report) -> None:
         """An effect of an interrupted turn that a crash left open, settled without running (again):
