@@ -197,3 +197,25 @@ def test_out_of_memory_in_the_batches_is_exit_2_without_a_traceback(tmp_path: Pa
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
     assert "exploration stopped, out of memory:" in done.stderr
     assert "configurations and" in done.stderr and "breadth-first depth" in done.stderr
+
+
+OVERFLOW = b"""format: 1
+machine: overflow
+variables:
+  n: {type: int, min: 0, max: 3, init: 0}
+states:
+  A: {initial: true}
+events:
+  Up: {}
+transitions:
+  - {from: A, on: Up, to: A, set: {n: n + 1}}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+def test_a_single_enabled_row_past_its_upper_bound_goes_to_the_fallback() -> None:
+    """The one enabled row overflows ``n`` at its top: the batches must not pack 4 into a
+    0..3 slot (it would index past the visited set) but report the scalar loop's error."""
+    ex = assert_same(load_table_bytes(OVERFLOW, "overflow.yaml"))
+    assert [e.kind for e in ex.errors] == ["bounds"]
+    assert ex.count == 4
