@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agentfsm.impl.durable.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, Record
-from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+from agentfsm.impl.durable.ledger import Fenced, LedgerTool, MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, repair_torn_tail
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec import Table
@@ -72,6 +72,21 @@ def test_a_call_outside_leases_carries_token_zero() -> None:
     run.deliver("Ask", event_id="1")
     run.deliver("Answer", event_id="2")
     assert [(c.action, c.token) for c in tool.calls] == [("Call", 0)]
+
+
+def test_a_call_built_without_a_token_is_a_call_outside_leases() -> None:
+    # Tools and their tests build EffectCall without a token (tests/test_workers.py): such a call
+    # must be the call of a writer outside leases, token 0. A status query outside leases
+    # (fenced at 0) does not refuse it; one made under the first lease (fenced at 1) does.
+    call = EffectCall("r", "Call", "r/2/0", 1)
+    outside, leased = MemoryLedger(), MemoryLedger()
+    outside.fence(call.key, 0)
+    leased.fence(call.key, 1)
+    LedgerTool(outside, idempotent=False, has_status=True).run(call)
+    assert outside.executions()[call.key] == 1
+    with pytest.raises(Fenced, match="fenced at token 1, the call has 0"):
+        LedgerTool(leased, idempotent=False, has_status=True).run(call)
+    assert leased.executions()[call.key] == 0
 
 
 def reopened_at(store: MemoryStore, table: Table, now: float) -> DurableRun:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from agentfsm.verify.harness import (
+    MAX_LINE,
     AdapterFailure,
     FunctionTransport,
     Message,
@@ -52,6 +53,37 @@ def test_parse_many_keeps_a_line_that_is_not_one_json_object_raw() -> None:
     assert parse_many([b'{"ok": true}', b"[1]", b"oops"]) == [{"ok": True}, b"[1]", b"oops"]
     assert parse_many([b'{"ok": true}', b'{"ok": false}']) == [{"ok": True}, {"ok": False}]
     assert parse_many([b"1"]) == [b"1"]
+
+
+def test_parse_many_takes_each_line_for_itself() -> None:
+    # Joined with a comma, these two lines read as two objects; neither is one on its own line.
+    first, second = b'{"ok":true,"state":"A"},{"ok":true', b'"state":"B"}'
+    assert parse_many([first, second]) == [first, second]
+    assert parse_many([b'{"ok":true', b'"state":"B"}', b'{"ok":false}']) == [b'{"ok":true', b'"state":"B"}',
+                                                                           {"ok": False}]
+    assert parse_many([b'{"ok":true}']) == [{"ok": True}]
+    assert parse_many([b'{"ok":true}x', b'{"ok":true}{"ok":true}']) == [b'{"ok":true}x', b'{"ok":true}{"ok":true}']
+
+
+def test_parse_many_allows_json_whitespace_around_the_object() -> None:
+    assert parse_many([b'{"ok":true}\r', b' \t{"ok":false} ']) == [{"ok": True}, {"ok": False}]
+    assert parse_reply(b' {"ok": true}\r\n', failing) == {"ok": True}
+
+
+def test_a_reply_nested_too_deep_to_parse_is_not_json() -> None:
+    deep = b"[" * 100000
+    assert parse_many([deep, b'{"ok":true}']) == [deep, {"ok": True}]
+    assert garbled(deep) == f"reply is not JSON: '{'[' * 120}...'"
+
+
+def test_parse_many_leaves_a_line_over_max_line_raw_and_takes_one_at_the_limit() -> None:
+    head = b'{"ok":true,"pad":"'
+    at_limit = head + b"x" * (MAX_LINE - len(head) - 2) + b'"}'
+    over = head + b"x" * (MAX_LINE - len(head) - 1) + b'"}'
+    assert (len(at_limit), len(over)) == (MAX_LINE, MAX_LINE + 1)
+    [parsed, raw] = parse_many([at_limit, over])
+    assert isinstance(parsed, dict) and len(parsed["pad"]) == MAX_LINE - len(head) - 2
+    assert raw is over
 
 
 class Scripted:

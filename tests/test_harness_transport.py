@@ -9,6 +9,7 @@ the deadlines are driven by a fake clock where their edge is tested."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import select
 import signal
@@ -146,6 +147,69 @@ def test_a_reply_longer_than_max_line_is_garbled() -> None:
         transport.request({"op": "reset", "machine": "m"})
     assert (caught.value.kind, caught.value.message) == ("garbled", "reply longer than 1048576 bytes")
     assert transport.proc.returncode == -signal.SIGKILL
+
+
+# Writes one reply of exactly SIZE bytes before its newline, a valid JSON object padded to that
+# length: only its length can make it garbled.
+SIZED = """
+import sys
+sys.stdin.readline()
+head = '{"ok":true,"state":"A","pad":"'
+sys.stdout.write(head + "x" * (SIZE - len(head) - 2) + '"}\\n'); sys.stdout.flush()
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("pipe", [None, harness.MAX_LINE], ids=["default pipe", "pipe enlarged to MAX_LINE"])
+@pytest.mark.parametrize("size", [harness.MAX_LINE, harness.MAX_LINE + 1, harness.MAX_LINE + 40000,
+                                  harness.MAX_LINE + 100000])
+def test_the_line_limit_is_exact_whatever_the_pipe_holds(size: int, pipe: int | None) -> None:
+    # The limit was checked on what the reads had gathered, so it moved with the pipe's size
+    # and the read size: with the default pipe a line of MAX_LINE + 40000 bytes was accepted,
+    # and an adapter that enlarged its stdout pipe got MAX_LINE + 100000 garbled only because
+    # the reads were of 64 KiB (docs/conformance.md: a line longer than MAX_LINE is garbled).
+    transport = adapter(SIZED.replace("SIZE", str(size)))
+    if pipe is not None:   # as an adapter enlarging its stdout would (F_SETPIPE_SZ), before it writes
+        fcntl.fcntl(transport.fd_out, fcntl.F_SETPIPE_SZ, pipe)
+        assert fcntl.fcntl(transport.fd_out, fcntl.F_GETPIPE_SZ) == pipe
+    try:
+        if size <= harness.MAX_LINE:
+            reply = transport.request({"op": "reset", "machine": "m"})
+            assert len(harness.encode(reply)) - 1 == size
+            return
+        with pytest.raises(AdapterFailure) as caught:
+            transport.request({"op": "reset", "machine": "m"})
+        assert (caught.value.kind, caught.value.message) == ("garbled", "reply longer than 1048576 bytes")
+    finally:
+        transport.close()
+
+
+def test_two_replies_written_at_once_are_not_joined_into_objects_they_are_not() -> None:
+    # Neither line is one JSON object, but joined with a comma they read as two: parsed as one
+    # JSON array, the first request got "A" out of malformed output.
+    transport = adapter("""
+        import sys
+        sys.stdin.readline()
+        sys.stdout.write('{"ok":true,"state":"A","accepted":true,"actions":[]},{"ok":true\\n'
+                         '"state":"B","accepted":true,"actions":[]}\\n')
+        sys.stdout.flush()
+        sys.stdin.read()
+    """)
+    session = Session(transport)
+    transport.send([{"op": "event", "event": "Go", "params": {}}] * 2)
+    with pytest.raises(AdapterFailure) as caught:
+        session.next_reply("event")
+    assert (caught.value.kind, caught.value.message) == (
+        "garbled", "reply is not JSON: '{\"ok\":true,\"state\":\"A\",\"accepted\":true,\"actions\":[]},{\"ok\":true'")
+
+
+@pytest.mark.parametrize("line", ["'x' * (1 << 20)", "'[' * 100000"], ids=["at the limit", "nested too deep"])
+def test_a_line_that_is_no_json_is_reported_as_such_not_as_too_long_nor_a_crash(line: str) -> None:
+    transport = adapter(f"import sys; sys.stdin.readline(); sys.stdout.write({line} + '\\n'); "
+                        "sys.stdout.flush(); sys.stdin.read()")
+    with pytest.raises(AdapterFailure) as caught:
+        transport.request({"op": "reset", "machine": "m"})
+    assert (caught.value.kind, caught.value.message) == ("garbled", f"reply is not JSON: '{line[1] * 120}...'")
 
 
 def test_an_unfinished_reply_of_exactly_max_line_is_no_garbage() -> None:

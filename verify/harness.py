@@ -253,6 +253,8 @@ class ProcessTransport:
             self.replies.clear()
         reply = self.parsed.popleft()
         if isinstance(reply, bytes):
+            if len(reply) > MAX_LINE:
+                raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
             return parse_reply(reply, self.fail)
         if not isinstance(reply.get("ok"), bool):
             raise self.fail("garbled", f"reply has no boolean 'ok': {_excerpt(json.dumps(reply).encode())}")
@@ -314,26 +316,41 @@ class ProcessTransport:
 
 
 def parse_many(lines: list[bytes]) -> list[Message | bytes]:
-    """Reply lines parsed in one go (a JSON array of them); a line that is not one JSON object stays raw."""
-    if len(lines) > 1:
-        with contextlib.suppress(ValueError):
-            replies = json.loads(b"[" + b",".join(lines) + b"]")
-            if len(replies) == len(lines) and all(isinstance(r, dict) for r in replies):
-                return list(replies)
+    """Reply lines parsed, each on its own; a line that is not one JSON object, or is longer
+    than ``MAX_LINE``, stays raw (``receive`` reports it)."""
     out: list[Message | bytes] = []
     for line in lines:
         try:
-            reply = json.loads(line)
+            reply = json_value(line) if len(line) <= MAX_LINE else None
         except ValueError:
             reply = None
         out.append(reply if isinstance(reply, dict) else line)
     return out
 
 
+_DECODER = json.JSONDecoder()
+
+
+def json_value(line: bytes) -> Any:
+    """The one JSON value a UTF-8 line holds, JSON whitespace around it allowed (ValueError if not).
+
+    Each line is parsed for itself: lines joined before parsing can read as objects none of
+    them is (``{"ok":true},{"ok":true`` then ``"state":"B"}``). Nesting too deep for the
+    parser is no JSON either, not a crash of the harness."""
+    text = line.decode().strip(" \t\r\n")
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if end != len(text):
+        raise ValueError("more than one JSON value")
+    return value
+
+
 def parse_reply(line: bytes, fail: Callable[[str, str], AdapterFailure]) -> Message:
     try:
-        reply = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        reply = json_value(line)
+    except ValueError:
         raise fail("garbled", f"reply is not JSON: {_excerpt(line)}") from None
     if not isinstance(reply, dict):
         raise fail("garbled", f"reply is not a JSON object: {_excerpt(line)}")
