@@ -85,6 +85,14 @@ def test_complex_query_four_turns_and_context_visibility(explorer: Table, repo: 
     assert "Need to view file." in explore2 and hit in explore2 and view not in explore2
     assert hit in evaluate2 and view in evaluate2
     assert evaluate2.index("Turn 1 (explorer):") < evaluate2.index("Turn 3 (explorer):")
+    # The seed's "Accumulated Context Format": **Task:**, **History:** turn by turn (each
+    # command numbered for $(keep)/$(drop)), then **Your job:**.
+    assert evaluate2 == (
+        "**Task:** How many Provider variants in llm.rs?\n\n**History:**\n\n"
+        'Turn 1 (explorer):\n\n[1] `text-search "enum Provider"`\n\nsrc/llm.rs:38: pub enum Provider {\n\n'
+        "Turn 3 (explorer):\n\n[2] `view src/llm.rs:38-41`\n\n38: pub enum Provider {\n39:     Anthropic,\n"
+        "40:     OpenAI,\n41: }\n\n"
+        "**Your job:** Note important findings, then $(answer ANSWER) or explain what's missing.")
 
 
 @pytest.mark.parametrize("max_turns", [4, 6])

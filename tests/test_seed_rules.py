@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -26,12 +28,15 @@ from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import Envelope
 from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.engine import Engine, Outcome
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.build import load_table_bytes
 from conftest import ROOT, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_driver_loom import run
 
 SPEC = ROOT / "spec"
@@ -122,7 +127,17 @@ def test_agentfsm_run_uses_the_runtime_limit_and_set_still_wins(tmp_path: Path,
 
 
 def test_loom_feeds_tool_progress_and_tracks_each_call(loom: Table, tmp_path: Path) -> None:
+    """Each execution goes Pending -> Running -> Completed, per call id, step by step."""
     agent = loom_agent(loom, listings(2), tmp_path)
+    seen: list[dict[str, str]] = []
+    step = agent.apply
+
+    def recorded(envelope: Envelope) -> Outcome | None:
+        outcome = step(envelope)
+        seen.append(dict(agent.executions))
+        return outcome
+
+    agent.apply = recorded  # type: ignore[method-assign]
 
     async def main() -> None:
         async with agent:
@@ -133,6 +148,53 @@ def test_loom_feeds_tool_progress_and_tracks_each_call(loom: Table, tmp_path: Pa
     run(main())
     progress = [c for c in agent.history if c.event == "ToolProgress"]
     assert len(progress) == 2 and all(c.accepted and c.state == "ExecutingTools" for c in progress)
+    for call in ("c0", "c1"):
+        statuses = [snapshot[call] for snapshot in seen if call in snapshot]
+        assert [s for k, s in enumerate(statuses) if k == 0 or statuses[k - 1] != s] == [
+            "Pending", "Running", "Completed"], call
+
+
+def loom_events(table: Table) -> list[tuple[str, dict[str, int]]]:
+    """Every event of the table with every value of its parameters."""
+    return [(e.name, dict(zip([p.name for p in e.params], values, strict=True)))
+            for e in table.events for values in itertools.product(*(p.domain for p in e.params))]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_loom_engine_keeps_no_event_for_later_and_starts_nothing(loom: Table, data: st.DataObject) -> None:
+    """Backpressure: "the caller controls the pace of event delivery. No internal queues or
+    background tasks". Each step handles the one event it is given, ends where its outcome
+    says, and returns: an engine that lived through any history answers the next event as a
+    fresh one restored to its state and variables does (nothing held back for later), and no
+    task or thread appears."""
+    walk = data.draw(st.lists(st.sampled_from(loom_events(loom)), max_size=30))
+
+    async def main() -> None:
+        tasks, threads = asyncio.all_tasks(), threading.active_count()
+        engine = Engine(loom)
+        for event, params in walk:
+            twin = Engine(loom, engine.state, engine.values)
+            outcome = engine.step(event, **params)
+            assert outcome == twin.step(event, **params), (event, params)
+            assert (engine.state, engine.vars) == (outcome.state, outcome.vars), (event, params)
+            assert asyncio.all_tasks() == tasks and threading.active_count() == threads
+    asyncio.run(main())
+
+
+@settings(max_examples=25, deadline=None)
+@given(max_retries=st.integers(0, 12), max_tools=st.integers(1, 8), rounds=st.integers(1, 40),
+       concurrency=st.integers(1, 16), commit=st.booleans(), retry_base=st.floats(0.0, 5.0))
+def test_loom_agent_always_starts_in_waiting_whatever_its_configuration(
+        max_retries: int, max_tools: int, rounds: int, concurrency: int, commit: bool, retry_base: float) -> None:
+    """The seed's property test quantifies over every AgentConfig: here the table's constants
+    (--set) and the runtime's LoomConfig."""
+    table = load_table(SPEC / "loom-agent.yaml", {"max_retries": max_retries, "max_tools": max_tools})
+    config = LoomConfig(max_tool_rounds=rounds, tool_concurrency=concurrency, commit_hook=commit,
+                        retry_base=retry_base)
+    agent = LoomAgent(table, ScriptedLlm([]), config=config, display=Transcript())
+    assert agent.state() == agent.engine.state == "WaitingForUserInput"
+    assert (agent.engine.vars["retries"], agent.engine.vars["pending"]) == (0, 0)
 
 
 def test_loom_a_second_completion_of_one_call_is_not_another_call(loom: Table, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from agentfsm.spec import Table, load_table
+from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.semantics import step
 from conftest import SPEC
 from hypothesis import given, settings
@@ -112,6 +113,46 @@ def test_every_run_ends_within_the_budget(max_turns: int) -> None:
     # At most two events per turn (the LLM reply, the commands' completion) plus the task.
     table = load_table(TABLE, {"max_turns": max_turns})
     assert longest_run(table) <= 1 + 2 * max_turns
+
+
+LLM_CALLS = {"CallPlannerLlm_TaskOnly", "CallExplorerLlm_LastOutputs", "CallExplorerLlm_PlanAndLastOutputs",
+             "CallEvaluatorLlm_WorkingMemory"}
+CALLING = {"Planning", "Exploring", "Evaluating"}
+
+
+def calls_off_by_state(table: Table) -> list[str]:
+    """Every accepted step, from every reachable configuration, that breaks "One LLM call per
+    state (not 2 per turn)": a step into Planning, Exploring or Evaluating makes exactly one
+    LLM call, spending one turn; any other step makes none."""
+    found = []
+    start = (table.initial.index, table.initial_vars())
+    seen, frontier = {start}, [start]
+    while frontier:
+        config = frontier.pop()
+        for result in accepted_steps(table, config):
+            calls = [a for a in result.actions if a in LLM_CALLS]
+            target = table.states[result.state].name
+            spent = table.vars_dict(result.vars)["turns"] - table.vars_dict(config[1])["turns"]
+            if (len(calls), spent if calls else 0) != ((1, 1) if target in CALLING else (0, 0)):
+                found.append(f"{table.states[config[0]].name} -> {target}: {calls}, {spent} turn(s)")
+            if (result.state, result.vars) not in seen:
+                seen.add((result.state, result.vars))
+                frontier.append((result.state, result.vars))
+    return found
+
+
+def test_one_llm_call_per_state(table: Table) -> None:
+    assert calls_off_by_state(table) == []
+    # A row that calls the model twice, or calls it without spending a turn, is caught.
+    row = "set: {turns: turns + 1}, emit: [CallEvaluatorLlm_WorkingMemory]}"
+    text = TABLE.read_text()
+    assert text.count(row) == 1
+    twice = text.replace(row, row.replace("]}", ", CallEvaluatorLlm_WorkingMemory]}"))
+    free = text.replace(row, "emit: [CallEvaluatorLlm_WorkingMemory]}")
+    for planted, problem in ((twice, "['CallEvaluatorLlm_WorkingMemory', 'CallEvaluatorLlm_WorkingMemory'], 1 turn(s)"),
+                             (free, "['CallEvaluatorLlm_WorkingMemory'], 0 turn(s)")):
+        found = calls_off_by_state(load_table_bytes(planted.encode(), str(TABLE)))
+        assert found and all(f.endswith(f"-> Evaluating: {problem}") for f in found)
 
 
 @settings(max_examples=60, deadline=None)
