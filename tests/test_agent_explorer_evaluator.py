@@ -95,6 +95,39 @@ def test_complex_query_four_turns_and_context_visibility(explorer: Table, repo: 
         "**Your job:** Note important findings, then $(answer ANSWER) or explain what's missing.")
 
 
+# The seed's prompt rules ("Actual MACHINE Config", "Key Learnings"), line by line.
+EXPLORER_RULES = (
+    "You are an EXPLORER. Suggest commands to gather information.",
+    "$(view path) - file structure/symbols", "$(view path:start-end) - specific lines",
+    '$(text-search "pattern") - search codebase', "$(run cmd) - shell command",
+    "Output commands directly. Do NOT answer the question - that's the evaluator's job.",
+    'Example: $(view src/main.rs) $(text-search "config")')
+EVALUATOR_RULES = (
+    "You are an EVALUATOR, not an explorer. Your ONLY job is to judge what we found.",
+    "1. NEVER output commands (not even in backticks like `view` or `text-search`)",
+    '2. NEVER say "I need to", "Let me", or "I will" - those are explorer phrases',
+    "3. You MUST either $(answer) or explain what specific info is missing",
+    "Do NOT explore more",
+    "If results contain the answer: $(answer The complete answer here)",
+    "If results are partial: $(note what we found) then explain what's still needed",
+    "If results are irrelevant: explain what went wrong",
+    "Memory commands: $(keep 1 3), $(keep), $(drop 2), $(note finding)",
+    'Example good response:\n"The search found `support_for_extension` in registry.rs.\n'
+    "$(note Language detection uses support_for_extension())\n"
+    '$(answer normalize detects language by file extension via support_for_extension())"')
+
+
+def test_each_role_is_called_with_the_seeds_prompt_rules(explorer: Table, repo: Path) -> None:
+    loop = Loop(explorer, ['$(text-search "struct")', "$(answer Cli)"], repo)
+    run(loop.ask("What is the first struct in main.rs?"))
+    (explore, explore_request), (evaluate, evaluate_request) = loop.agent.requests
+    assert (explore, evaluate) == ("CallExplorerLlm_LastOutputs", "CallEvaluatorLlm_WorkingMemory")
+    for request, rules in ((explore_request, EXPLORER_RULES), (evaluate_request, EVALUATOR_RULES)):
+        system = request.messages[0]
+        assert system["role"] == "system"
+        assert [rule for rule in rules if rule not in str(system["content"])] == []
+
+
 @pytest.mark.parametrize("max_turns", [4, 6])
 def test_out_of_turns(max_turns: int, repo: Path) -> None:
     table = load_table(SPEC / "explorer-evaluator.yaml", {"max_turns": max_turns})

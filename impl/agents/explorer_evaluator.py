@@ -87,11 +87,19 @@ RULES:
 2. NEVER say "I need to", "Let me", or "I will" - those are explorer phrases
 3. You MUST either $(answer) or explain what specific info is missing
 
+Do NOT explore more: judge only the outputs shown, never guess what a file holds. If they
+are not enough, say what is missing and the explorer will look.
+
 If results contain the answer: $(answer The complete answer here)
 If results are partial: $(note what we found) then explain what's still needed
 If results are irrelevant: explain what went wrong
 
-Memory commands: $(keep 1 3), $(keep), $(drop 2), $(note finding)"""
+Memory commands: $(keep 1 3), $(keep), $(drop 2), $(note finding)
+
+Example good response:
+"The search found `support_for_extension` in registry.rs.
+$(note Language detection uses support_for_extension())
+$(answer normalize detects language by file extension via support_for_extension())\""""
 
 
 class Narrator(Protocol):
