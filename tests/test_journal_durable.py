@@ -6,9 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import CorruptJournal, Store
+from agentfsm.impl.durable.journal import JSON, CorruptJournal, Store
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import DurableRun, Options, repair_torn_tail
+from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool, repair_torn_tail
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table
@@ -151,10 +151,35 @@ def test_an_effect_never_started_is_run_by_recovery(loom: Table) -> None:
     assert again.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2").status == "duplicate"
 
 
+class Noted:
+    """A tool that notes the key of every call it is asked to run or to query."""
+
+    def __init__(self, tool: Tool, calls: list[str]) -> None:
+        self.tool, self.calls = tool, calls
+
+    def run(self, call: EffectCall) -> JSON:
+        self.calls.append(call.key)
+        return self.tool.run(call)
+
+    def status(self, call: EffectCall) -> StatusReply | None:
+        self.calls.append(call.key)
+        return self.tool.status(call)
+
+
 def test_completed_results_are_reused_and_terminal_runs_do_nothing(loom: Table) -> None:
     store, ledger = MemoryStore(), MemoryLedger()
     run = start(loom, store, ledger)
     to_tools(run)
+    # A live run reopened: its completed effects (the read-only LLM request among them) are
+    # reused as journaled, none run again (an idempotent tool would not show a second run in
+    # its ledger: the tools note every call).
+    records, calls = kinds(store), []
+    live = DurableRun.open(store, loom, "r", {name: Noted(tool, calls) for name, tool in
+                                              ledger_tools(loom, ledger, False).items()})
+    assert kinds(store) == records and calls == [] and ledger.executions() == {"r/2/0": 1, "r/5/0": 1}
+    assert {k: (e.status, e.result) for k, e in live.st.effects.items()} == {
+        "r/2/0": ("completed", {"action": "SendLlmRequest", "receipt": "r/2/0"}),
+        "r/5/0": ("completed", {"action": "ExecuteTools", "receipt": "r/5/0"})}
     run.deliver("ShutdownRequested", event_id="3")
     version, before = store.version("r"), ledger.executions()
     again = reopen(loom, store, ledger)

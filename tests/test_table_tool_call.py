@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 from agentfsm.spec import Table, load_table
+from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
 from agentfsm.verify.explore import labels_of
@@ -81,6 +82,39 @@ def test_calls_that_never_run_answer_the_model_directly(table: Table, prefix: Ev
 
 # "Illegal transitions produce anomaly events. tool_started after completed, or denied
 # directly entering recording, stops automatic progression."
+
+CONFIRMED = {"Completed", "StatusCompleted", "OperatorResolved"}   # the tool's receipt, a status query's, an operator's
+
+
+def completions(table: Table) -> set[tuple[str, str]]:
+    """(state, event) of every accepted step, from every reachable configuration, into Completed."""
+    found = set()
+    for config in configs(table):
+        for name, params in labels_of(table):
+            result = step(table, config[0], config[1], name, params)
+            if result.accepted and table.states[result.state].name == "Completed":
+                found.add((table.states[config[0]].name, name))
+    return found
+
+
+def test_only_a_confirmed_outcome_completes_a_call(table: Table) -> None:
+    # "A model can revise a plan; it cannot declare tool_running to be completed. The runtime
+    # advances state from confirmed events": what the model's side reports (a result
+    # recorded, an answer returned) never completes a running call, it halts.
+    assert completions(table) == {("Running", "Completed"), ("Cancelling", "Completed"), ("Unknown", "Completed"),
+                                  ("Unknown", "StatusCompleted"), ("Halted", "OperatorResolved")}
+    assert {event for _, event in completions(table)} <= CONFIRMED
+    for event in ("ResultRecorded", "ResultReturned"):
+        assert end(table, [*RUNNING, ev(event)])[0] == "Halted"
+    row = "  - {from: Running, on: Completed, to: Completed, set: {outcome_known: true}, emit: [RecordResult]}\n"
+    text = TABLE.read_text()
+    assert text.count(row) == 1
+    guard = "on: ResultReturned, when: \"state not in (Recorded, "
+    assert text.count(guard) == 1
+    declared = text.replace(row, row + row.replace("on: Completed", "on: ResultReturned")).replace(
+        guard, guard + "Running, ")
+    assert ("Running", "ResultReturned") in completions(load_table_bytes(declared.encode(), str(TABLE)))
+
 
 def test_started_after_completed_halts(table: Table) -> None:
     result = run(table, [*RUNNING, ev("Completed"), ev("Started")])[-1]
