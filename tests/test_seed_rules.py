@@ -28,15 +28,19 @@ from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import Envelope
 from agentfsm.impl.durable.driver import DurableLink
+from agentfsm.impl.durable.journal import JournalError
 from agentfsm.impl.engine import Engine, Outcome
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.build import load_table_bytes
+from agentfsm.spec.semantics import step
+from agentfsm.verify.explore import labels_of
 from conftest import ROOT, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from table_runs import configs
 from test_driver_loom import run
 
 SPEC = ROOT / "spec"
@@ -130,10 +134,10 @@ def test_loom_feeds_tool_progress_and_tracks_each_call(loom: Table, tmp_path: Pa
     """Each execution goes Pending -> Running -> Completed, per call id, step by step."""
     agent = loom_agent(loom, listings(2), tmp_path)
     seen: list[dict[str, str]] = []
-    step = agent.apply
+    apply = agent.apply
 
     def recorded(envelope: Envelope) -> Outcome | None:
-        outcome = step(envelope)
+        outcome = apply(envelope)
         seen.append(dict(agent.executions))
         return outcome
 
@@ -182,6 +186,22 @@ def test_loom_engine_keeps_no_event_for_later_and_starts_nothing(loom: Table, da
     asyncio.run(main())
 
 
+def test_loom_every_event_answers_one_action_but_a_hook_given_up(loom: Table) -> None:
+    """The seed's handle_event returns one AgentAction per event. Every event, accepted or not,
+    in every reachable state but the final one, answers exactly one action, except the row
+    that gives up on a failing post-tools hook: it shows the error and sends the next LLM
+    request (DisplayError, SendLlmRequest), a departure docs/seeds.md records."""
+    several = set()
+    for config in configs(loom):
+        if loom.states[config[0]].final:
+            continue
+        for name, params in labels_of(loom):
+            result = step(loom, config[0], config[1], name, params)
+            if len(result.actions) != 1:
+                several.add((loom.states[config[0]].name, name, result.actions))
+    assert several == {("PostToolsHook", "PostToolsHookFailed", ("DisplayError", "SendLlmRequest"))}
+
+
 @settings(max_examples=25, deadline=None)
 @given(max_retries=st.integers(0, 12), max_tools=st.integers(1, 8), rounds=st.integers(1, 40),
        concurrency=st.integers(1, 16), commit=st.booleans(), retry_base=st.floats(0.0, 5.0))
@@ -207,6 +227,43 @@ def test_loom_a_second_completion_of_one_call_is_not_another_call(loom: Table, t
 
 
 # -- Vibework (seed 002) --------------------------------------------------------------------
+
+
+def test_vibework_a_session_save_that_fails_halts_the_run_instead_of_entering_error(
+        vibework: Table, tmp_path: Path) -> None:
+    """Seed 002 lists "Session save failed" among the internal errors that enter Error. A durable
+    run departs from it: a step whose journal write fails is not taken, the agent stops where
+    the journal is (entering Error would be one more step to journal, on the store that just
+    failed), and the same run resumed once the store works again takes the input."""
+    failing = [False]
+
+    def boundary(phase: str, label: str) -> None:
+        if failing[0] and phase == "before":
+            raise JournalError("disk full")
+
+    store = MemoryStore(on_boundary=boundary)
+    agent = vibework_agent(vibework, [[Say("hi")]], tmp_path)
+    link = DurableLink.create(agent, agent, store, "r")
+    failing[0] = True
+
+    async def main() -> None:
+        async with agent:
+            agent.send_input("hello", event_id="input-1")
+            await agent.wait_until(lambda: bool(agent.failures))
+    run(main())
+    assert [str(f) for f in agent.failures] == ["disk full"] and not agent.history
+    assert agent.state() == link.run.state == "Idle" and [r.kind for r in store.records("r")] == ["created"]
+    failing[0] = False
+    again = vibework_agent(vibework, [[Say("hi")]], tmp_path)
+
+    async def resumed() -> None:
+        async with again:
+            DurableLink.open(again, again, store, "r", resume=True).resume()
+            again.send_input("hello", event_id="input-1")
+            await again.wait_until(lambda: again.state() == "Idle" and bool(again.history))
+    run(resumed())
+    assert [(c.event, c.state) for c in again.history][:2] == [("UserInput", "Processing"), ("TextResponse", "Idle")]
+    assert not again.failures
 
 
 def test_vibework_invalid_state_transition_is_an_internal_error(vibework: Table, tmp_path: Path) -> None:
