@@ -173,7 +173,7 @@ def test_completed_results_are_reused_and_terminal_runs_do_nothing(loom: Table) 
     # A live run reopened: its completed effects (the read-only LLM request among them) are
     # reused as journaled, none run again (an idempotent tool would not show a second run in
     # its ledger: the tools note every call).
-    records, calls = kinds(store), []
+    records, calls = kinds(store), list[str]()
     live = DurableRun.open(store, loom, "r", {name: Noted(tool, calls) for name, tool in
                                               ledger_tools(loom, ledger, False).items()})
     assert kinds(store) == records and calls == [] and ledger.executions() == {"r/2/0": 1, "r/5/0": 1}
