@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agentfsm.cli import main
 from agentfsm.spec.system_load import load_system
 from agentfsm.verify import system_levels
 from agentfsm.verify.system_checks import SysCheck, run_system_checks
 from agentfsm.verify.system_explore import explore_system
+
+from agentfsm.cli import main
 
 FIXTURES = Path(__file__).resolve().parent / "systems"
 

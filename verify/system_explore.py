@@ -101,7 +101,7 @@ class Stepper:
         return cached
 
     def successors(self, config: Config) -> Iterator[Successor]:
-        """Every system step from ``config`` that changes it, with what it did."""
+        """Every system step from ``config``, with what it did (a step may return to ``config``)."""
         insts, mailboxes, stalled, spent = config
         system = self.system
         for env in system.environment:
@@ -142,8 +142,12 @@ class Stepper:
             yield label, config, Effect(conf, None, findings=(Finding(exc.kind, f"{name}: {exc.message}"),))
             return
         status = result.status
-        if kind == "env" and status == "rejected" and not result.actions:
-            return  # the environment offered an event the instance does not take: no step
+        # An environment event that fires no row (rejected, ignored, or to a final instance) is a
+        # step only through the messages it sends; a fired row and a message taken always are,
+        # even when they leave the system configuration as it was.
+        offered = kind == "env" and status != "fired"
+        if offered and not routes:
+            return
         findings: tuple[Finding, ...] = ()
         if kind == "deliver" and status == "rejected" and not self.system.rejectable(i, event):
             inst = self.system.instances[i]
@@ -152,9 +156,8 @@ class Stepper:
         after: InstConf = (result.state, result.vars)
         new_insts = (*insts[:i], after, *insts[i + 1:]) if after != conf else insts
         if not routes:
-            new = (new_insts, mailboxes, stalled, spent)
-            if new != config or findings:
-                yield label, new, Effect(conf, after, result.actions, (), findings, status)
+            yield label, (new_insts, mailboxes, stalled, spent), Effect(conf, after, result.actions, (), findings,
+                                                                        status)
             return
         for choice in itertools.product(*(targets for _, targets in routes)):
             boxes = list(mailboxes)
@@ -175,8 +178,6 @@ class Stepper:
                     boxes[target] = (*boxes[target], (link_event, link_params))
                 sent.append(Sent(i, action, target, link_event, link_params, full))
             new = (new_insts, tuple(boxes), stalled, spent)
-            if new == config and not note:
-                continue  # a stutter (an ignored event that changed nothing)
             yield (kind, i, event, params, tuple(chosen)), new, Effect(conf, after, result.actions, tuple(sent),
                                                                        tuple(note), status)
 
