@@ -28,7 +28,7 @@ def bad_system(tmp_path: Path) -> Path:
 def test_a_system_that_does_not_load_is_reported_and_the_others_verified(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     junit = tmp_path / "report.xml"
-    good = FIXTURES / "toggles-system.yaml"
+    good = SYSTEMS / "vibework-with-user.yaml"
     code, out, err = run_cli(["verify", "--json", "--junit", str(junit), str(bad_system(tmp_path)), str(good),
                               str(ROOT / "tests" / "systems" / "toggle.yaml")], capsys)
     assert code == 2
@@ -39,13 +39,13 @@ def test_a_system_that_does_not_load_is_reported_and_the_others_verified(
     assert report["tables"][0]["ok"] is True
     bad, verified = report["systems"]
     assert bad["ok"] is False and bad["error"]["kind"] == "load" and bad["file"].endswith("bad-system.yaml")
-    assert verified["system"] == "toggles" and verified["ok"] is True and verified["configurations"] > 0
+    assert verified["system"] == "vibework-with-user" and verified["ok"] is True and verified["configurations"] > 0
     suites = ET.parse(junit).getroot().findall("testsuite")
     errors = [s for s in suites if s.get("errors") == "1"]
     assert len(errors) == 1 and errors[0].get("file", "").endswith("bad-system.yaml")
-    assert any(s.get("name") == "verify.system.toggles" for s in suites)
+    assert any(s.get("name") == "verify.system.vibework-with-user" for s in suites)
     code, out, err = run_cli(["verify", str(bad_system(tmp_path)), str(good)], capsys)
-    assert code == 2 and "system toggles" in out and "missing.yaml" in err
+    assert code == 2 and "system vibework-with-user" in out and "missing.yaml" in err
 
 
 def test_max_configurations_stops_a_system(capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,3 +68,15 @@ def test_a_default_limit_says_so_and_names_the_flag(path: Path, monkeypatch: pyt
     code, _, err = run_cli(["verify", str(path)], capsys)
     assert code == 2
     assert "more than 50 configurations (the default limit; raise it with --max-configurations N)" in err
+
+
+def test_the_systems_of_verify_json_follow_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["verify", "--json", str(FIXTURES / "toggles-system.yaml"),
+                            str(FIXTURES / "heartbeat-system.yaml")], capsys)
+    assert code == 1
+    report = json.loads(out)
+    jsonschema.validate(report, SCHEMA)
+    traces = [c["counterexample"] for s in report["systems"] for c in s["checks"] if not c["ok"]]
+    assert [t["kind"] for t in traces] == ["invariant", "no-cycle-within"]
+    assert traces[1]["loop_start"] == 0
+    assert "systems" in SCHEMA["properties"] and "verified_system" in SCHEMA["$defs"]

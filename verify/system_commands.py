@@ -13,7 +13,7 @@ from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.replay import print_violations
-from agentfsm.verify.report import check_title
+from agentfsm.verify.report import Unverified, check_title
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_replay import system_violations
@@ -53,10 +53,34 @@ def load_systems(paths: Sequence[str]) -> list[System]:
     return systems
 
 
-def verify_system(system: System, symmetry: bool = True, reduction: bool = True) -> SysVerdict:
+def verify_system(system: System, symmetry: bool = True, reduction: bool = True,
+                  limit: int | None = None) -> SysVerdict:
     """Partial-order reduction serves the safety checks only: a system with liveness properties
-    (always-reachable, no-cycle-within) is explored in full."""
-    return run_system_checks(explore_system(system, symmetry, reduction=reduction and not system.properties))
+    (always-reachable, no-cycle-within) is explored in full. Past ``limit`` configurations the
+    exploration stops with ``ExplorationLimit``."""
+    return run_system_checks(explore_system(system, symmetry, limit, reduction and not system.properties))
+
+
+def load_or_unverified(path: str) -> System | Unverified:
+    """The system, or (its diagnostics printed) why it is not verified."""
+    try:
+        return load_system(path)
+    except TableError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return Unverified(path, None, "load", "\n".join(map(str, exc.diagnostics)))
+
+
+def unverified_json(item: Unverified) -> dict[str, Any]:
+    return {"file": item.file, "system": item.machine, "ok": False,
+            "error": {"kind": item.kind, "message": item.message}}
+
+
+def unverified_suite(item: Unverified, seconds: float) -> Suite:
+    """A system that was not verified: one error case, as a table's."""
+    name = f"system.{item.machine}" if item.machine else item.file
+    what = "load" if item.kind == "load" else "explore"
+    return Suite(name, (Case(what, "error", item.message, item.message, item.kind),), seconds, item.file)
 
 
 def text_report(verdict: SysVerdict) -> list[str]:
@@ -103,7 +127,7 @@ def verdict_json(verdict: SysVerdict) -> dict[str, Any]:
     ex = verdict.exploration
     return {"file": verdict.system.file, "system": verdict.system.name, "configurations": len(ex.configs),
             "steps": len(ex.edges_src), "symmetry": ex.symmetry,
-            "partial_order_reduction": ex.reduction,
+            "partial_order_reduction": ex.reduction, "ok": verdict.ok,
             "checks": [check_json(verdict.system, c) for c in verdict.checks]}
 
 

@@ -23,11 +23,13 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.system_model import Route, System
 from agentfsm.spec.system_trace import Label
+from agentfsm.verify.explore import ExplorationLimit
 from agentfsm.verify.system_por import Reducer
 
 InstConf = tuple[int, tuple[Value, ...]]
@@ -321,7 +323,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
         ex.out_degree.append(degree)
         head += 1
         if limit is not None and len(ex.configs) > limit:
-            raise ExplorationLimit(f"more than {limit} system configurations")
+            raise past_limit(ex, limit)
     ex.seconds = time.perf_counter() - start
     return ex
 
@@ -334,8 +336,21 @@ def first_findings(stepper: Stepper, ex: SystemExploration, nodes: list[int]) ->
                 ex.step_findings.setdefault(finding.kind, (node, label, finding))
 
 
-class ExplorationLimit(Exception):
-    """The system has more configurations than the caller allowed."""
+class Explored(Protocol):
+    """How far an exploration got (a ``SystemExploration``, or the lists the batches continue)."""
+
+    configs: list[Config]
+    parent: list[int]
+    edges_src: list[int]
+
+
+def past_limit(ex: Explored, limit: int) -> ExplorationLimit:
+    """The stop past ``limit``: the configurations and steps found, the depth of the last one."""
+    depth, node = 0, len(ex.configs) - 1
+    while ex.parent[node] >= 0:
+        node, depth = ex.parent[node], depth + 1
+    return ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})",
+                            len(ex.configs), len(ex.edges_src), depth)
 
 
 def concrete_path(system: System, symmetry: bool, targets: list[Config]) -> list[tuple[Label, Config, Effect]]:

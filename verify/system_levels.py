@@ -39,7 +39,7 @@ from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label
 from agentfsm.verify.code_index import CodeIndex, DenseIndex, code_index
 from agentfsm.verify.explore_levels import _in_first_occurrence_order
-from agentfsm.verify.system_explore import Config, ExplorationLimit, Stepper, symmetry_ranges
+from agentfsm.verify.system_explore import Config, Stepper, past_limit, symmetry_ranges
 from agentfsm.verify.system_rows import Layout, messages
 
 Ints = npt.NDArray[np.int64]
@@ -410,7 +410,7 @@ class Batches:
             ex.out_degree.extend(np.bincount(sources, minlength=n).tolist())
             head += n
             if limit is not None and count > limit:
-                raise ExplorationLimit(f"more than {limit} system configurations")
+                raise past_limit(ex, limit)
             if count - head < LEVEL_LOW:
                 break
         return head
