@@ -55,3 +55,12 @@ def test_replay_takes_the_step_that_changes_nothing(tmp_path: Path, capsys: pyte
                   {"step": "deliver", "instance": "pinger", "event": "Ping", "params": {}}]}))
     assert main(["replay", str(FIXTURES / "self-ping-system.yaml"), str(trace)]) == 1
     assert "no-cycle-within pings-end: the cycle from step 2 uses only pinger.Ping" in capsys.readouterr().out
+
+
+def test_a_deadlock_in_the_initial_configuration_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "stuck.yaml"
+    path.write_text(f"format: 1\nsystem: stuck\ninstances:\n  beat: {{table: {FIXTURES / 'heartbeat.yaml'}}}\n")
+    assert main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL deadlock: no step is possible while beat not final" in out
+    assert "counterexample: in the initial configuration\n" in out and "beat: Up" in out
