@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_explorer_reaches_exactly_the_interleaving_closure(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         system = drawn_system(data, Path(tmp))
-        expected = closure(system)
+        expected = closure(Path(system.file))
         full = explore_system(system, symmetry=False)
         assert set(full.configs) == expected
         assert len(full.configs) == len(expected)
         reduced = explore_system(system, symmetry=True)
-        assert set(reduced.configs) == {sorted_groups(system, c) for c in expected}
+        assert set(reduced.configs) == {sorted_groups(Path(system.file), c) for c in expected}
 
 
 needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
