@@ -64,3 +64,21 @@ def test_a_deadlock_in_the_initial_configuration_says_so(tmp_path: Path, capsys:
     out = capsys.readouterr().out
     assert "FAIL deadlock: no step is possible while beat not final" in out
     assert "counterexample:\n       in the initial configuration:\n         beat: Up" in out
+
+
+def test_a_reduced_search_returns_a_shortest_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "race-dials-system.yaml")
+    assert main(["verify", "--json", path]) == 1
+    entry = json.loads(capsys.readouterr().out)["systems"][0]
+    assert entry["partial_order_reduction"] is True and entry["shortest_counterexamples"] is True
+    [failed] = [c for c in entry["checks"] if not c["ok"]]
+    assert failed["counterexample"]["steps"] == [{"step": "env", "instance": "c", "event": "Turn", "params": {}}]
+
+
+def test_a_shortest_counterexample_past_the_limit_is_said_not_to_be(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "race-dials-system.yaml")
+    assert main(["verify", "--max-configurations", "10", path]) == 1
+    out = capsys.readouterr().out
+    assert ("note: counterexamples may be longer than the shortest: the search without partial-order reduction "
+            "to depth 5 stopped past --max-configurations 10") in out
+    assert "5. environment -> c: Turn" in out
