@@ -23,9 +23,11 @@ Conf = tuple[Any, ...]
 
 
 @st.composite
-def system_files(draw: st.DrawFn, directory: Path) -> Path:
-    """Two or three random tables as instances (one maybe a group of two), random links,
-    environment, capacity and faults, written to ``directory``; the system file's path."""
+def system_files(draw: st.DrawFn, directory: Path, checks: bool = True) -> Path:
+    """Two or three random tables as instances (one maybe a group of two, some passive), random
+    links (self-sends included), environment, capacity, faults and (with ``checks``) invariants
+    and a ``no-cycle-within`` property, written to ``directory``; the system file's path. Half
+    the tables get a row that fires and changes nothing."""
     tables = [draw(table_data(max_states=3, max_rows=5)) for _ in range(draw(st.integers(1, 2)))]
     for data in tables:
         if draw(st.booleans()):   # a row that fires and changes nothing (maybe sending something)
@@ -76,6 +78,8 @@ def system_files(draw: st.DrawFn, directory: Path) -> Path:
     properties = [{"name": "steps-end", "no-cycle-within": {"steps": draw(st.lists(st.sampled_from(steps),
                                                                                     min_size=1, unique=True))}}
                   ] if draw(st.booleans()) else []
+    if not checks:
+        invariants, properties = [], []
     system = {"format": 1, "system": "random", "instances": instances,
               "mailbox": {"capacity": draw(st.integers(1, 2))}, "links": links,
               "environment": {k: v for k, v in environment.items() if v}, "faults": faults,
@@ -89,9 +93,10 @@ def random_system(path: Path) -> System:
     return load_system(path)
 
 
-def drawn_system(data: st.DataObject, directory: Path) -> System:
-    """A random system drawn into ``directory`` and loaded (a drawing the loader rejects is skipped)."""
-    path = data.draw(system_files(directory))
+def drawn_system(data: st.DataObject, directory: Path, checks: bool = True) -> System:
+    """A random system drawn into ``directory`` and loaded (a drawing the loader rejects is skipped);
+    ``checks``: with invariants and properties."""
+    path = data.draw(system_files(directory, checks))
     try:
         return random_system(path)
     except TableError:

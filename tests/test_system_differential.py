@@ -60,7 +60,7 @@ def test_spin_finds_the_invariant_violation(tmp_path: Path) -> None:
 @given(st.data())
 def test_spin_counts_random_systems_alike(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        system = drawn_system(data, Path(tmp))
+        system = drawn_system(data, Path(tmp), checks=False)   # the never claim only slows Spin down
         ex = explore_system(system, symmetry=False)
         assume(not set(ex.step_findings) & {"determinism", "bounds", "transient"})
         assert _spin_states(system, Path(tmp) / "spin") == len(ex.configs)

@@ -263,16 +263,17 @@ class SystemExploration:
 
 
 def explore_system(system: System, symmetry: bool = True, limit: int | None = None,
-                   reduction: bool = False) -> SystemExploration:
-    """Breadth-first exploration from the initial configuration; ``limit`` stops early (tests).
-    With ``reduction``, partial-order reduction (verify/system_por.py) expands fewer steps where
-    that cannot change a safety verdict."""
+                   reduction: bool = False, depth: int | None = None) -> SystemExploration:
+    """Breadth-first exploration from the initial configuration; past ``limit`` configurations it
+    raises ExplorationLimit. With ``reduction``, partial-order reduction (verify/system_por.py)
+    expands fewer steps where that cannot change a safety verdict. With ``depth``, only the
+    configurations at most that many steps deep are expanded (``out_degree`` covers just them)."""
     import time
 
     from agentfsm.verify import system_levels
     start = time.perf_counter()
     wide = system_levels.LEVEL_MIN
-    batches = system_levels.batches(system, symmetry) if wide is not None else None
+    batches = system_levels.batches(system, symmetry) if wide is not None and depth is None else None
     stepper = Stepper(system)
     canonical = canonicalizer(system, symmetry)
     first = canonical(initial_config(system))
@@ -280,6 +281,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     ex = SystemExploration(system, symmetry, [first], [-1], reduction)
     reducer = Reducer(system) if reduction else None
     level_end = 1   # configurations before this index are on the current level or earlier
+    level = 0       # the current level, exact while no batch ran
     # The batches expand every step. Full expansion is always allowed, so a reduced exploration
     # takes them only while the reduction has not pruned anything: on a system it cannot reduce
     # (the Loom system) it then costs what the full exploration does, and elsewhere it stays reduced.
@@ -297,6 +299,9 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
             continue
         if head >= level_end:   # a new level (or later: then the proviso only gets stricter)
             level_end = len(ex.configs)
+            level += 1
+            if depth is not None and level > depth:
+                break
         config = ex.configs[head]
         degree = 0
         successors = list(stepper.successors(config))
