@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.system_checks import SysVerdict, run_system_checks
 from agentfsm.verify.system_commands import verify_system
@@ -56,7 +57,6 @@ def test_the_explorer_agrees_with_the_independent_checker(data: st.DataObject) -
 
 
 def test_the_checker_on_steps_that_change_nothing() -> None:
-    from agentfsm.spec.system_load import load_system
     for name, cycle in (("heartbeat-system", "ticks-end"), ("self-ping-system", "pings-end")):
         expected = SystemChecker(FIXTURES / f"{name}.yaml").explore()
         assert expected.lengths()["deadlock"] is None and expected.cycles() == {cycle: True}

@@ -87,6 +87,7 @@ def test_cli_reports_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     path = tmp_path / "system.yaml"
     path.write_text("format: 1\nsystem: bad\ninstances: {left: {table: pingpong.yaml, count: 0}}\n")
     for command in ("check", "verify"):   # check stops at once; verify reports it and goes on to the others
+        code: int | str | None
         try:
             code = main([command, str(path)])
         except SystemExit as exited:
