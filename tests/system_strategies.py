@@ -1,9 +1,6 @@
-"""Random small systems of random tables, and the independent checker's closure.
-
-``closure`` is the set of configurations ``system_checker.SystemChecker`` reaches: written from
-docs/systems.md on top of the naive table interpreter, sharing no code with the package. The
-explorer must reach exactly its set (its quotient, with symmetry on).
-"""
+"""Random small systems of random tables, for the explorer and the independent checker
+(``system_checker``: written from docs/systems.md on top of the naive table interpreter,
+sharing no code with the package) to be compared on."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ from agentfsm.spec.system_model import System
 from hypothesis import assume
 from hypothesis import strategies as st
 from strategies_tables import table_data
-from system_checker import SystemChecker
 
 Conf = tuple[Any, ...]
 
@@ -102,13 +98,3 @@ def drawn_system(data: st.DataObject, directory: Path, checks: bool = True) -> S
     except TableError:
         assume(False)
         raise
-
-
-def closure(path: Path) -> set[Conf]:
-    """Every configuration of the system file ``path`` reachable by interleaving, by the independent checker."""
-    return set(SystemChecker(path).explore().depth)
-
-
-def sorted_groups(path: Path, config: Conf) -> Conf:
-    """The representative of a configuration: each interchangeable group's members sorted."""
-    return SystemChecker(path).representative(config)

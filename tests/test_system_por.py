@@ -63,7 +63,7 @@ def assert_same_safety_verdicts(system: System, symmetry: bool) -> tuple[int, in
             continue
         assert check.trace is not None
         found = system_violations(system, check.trace, replay(system, check.trace.steps))
-        # A deadlock's trace ends where no step changes the configuration; replay also counts failing steps.
+        # A deadlock's trace ends where no step is possible; replay also counts failing steps.
         assert check.kind == "deadlock" or any(line.startswith(check.kind) for line in found), (check.kind, found)
     return len(full.exploration.configs), len(reduced.exploration.configs)
 
