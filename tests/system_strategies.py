@@ -15,8 +15,6 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from strategies_tables import table_data
 
-Conf = tuple[Any, ...]
-
 
 @st.composite
 def system_files(draw: st.DrawFn, directory: Path, checks: bool = True) -> Path:
