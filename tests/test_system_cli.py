@@ -105,7 +105,7 @@ def test_export_promela_of_a_system(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["export", "--promela", RACE]) == 0
     model = capsys.readouterr().out
     assert "chan mb2 = [2] of { byte, int };" in model and "active proctype P2()" in model
-    assert "never { do :: assert(INVARIANTS) od }" in model
+    assert "never { do :: assert(INVARIANTS && v2_value == v2_value) od }" in model
     anyone = tmp_path / "any.yaml"
     anyone.write_text(Path(LOOM).read_text().replace('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute')
                       .replace("table: ../", f"table: {ROOT}/spec/").replace("table: tables/",

@@ -15,8 +15,9 @@ import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify import code_index, system_levels, system_rows
+from agentfsm.verify.explore import ExplorationLimit
 from agentfsm.verify.system_checks import run_system_checks
-from agentfsm.verify.system_explore import ExplorationLimit, SystemExploration, canonicalizer, explore_system
+from agentfsm.verify.system_explore import SystemExploration, canonicalizer, explore_system
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from system_strategies import drawn_system
@@ -127,7 +128,7 @@ def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalize
 
 def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
-    with pytest.raises(ExplorationLimit, match="more than 500 system configurations"):
+    with pytest.raises(ExplorationLimit, match="more than 500 configurations"):
         explore_system(loom(tmp_path, 3), symmetry=False, limit=500)
 
 

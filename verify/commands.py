@@ -21,10 +21,13 @@ from agentfsm.verify.report import Unverified, json_report, junit_suites, summar
 from agentfsm.verify.system_checks import SysVerdict
 from agentfsm.verify.system_commands import junit_suite as system_junit_suite
 from agentfsm.verify.system_commands import (
+    load_or_unverified,
     load_systems,
     run_replay_system,
     split_systems,
     trace_json_text,
+    unverified_json,
+    unverified_suite,
     verdict_json,
     verify_system,
 )
@@ -42,6 +45,11 @@ from agentfsm.cliutil import (
     load_tables,
     parse_overrides,
 )
+
+# What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").
+DEFAULT_MAX_CONFIGURATIONS = 5_000_000
+DEFAULT_MAX_SYSTEM_CONFIGURATIONS = 1_000_000
+DEFAULT_NOTE = "the default limit; raise it with --max-configurations N"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +71,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="with --trace-out FILE: the check whose counterexample to write (a property or "
                              "invariant name, or a kind such as deadlock)")
     parser.add_argument("--max-configurations", type=_positive, metavar="N",
-                        help="stop (exit 2) once more than N configurations are found, saying how far it got")
+                        help="stop (exit 2) once more than N configurations are found, saying how far it got "
+                             f"(default {DEFAULT_MAX_CONFIGURATIONS:,} for a table, "
+                             f"{DEFAULT_MAX_SYSTEM_CONFIGURATIONS:,} for a system)")
     parser.add_argument("--verbose", action="store_true",
                         help="list every unhandled (state, event) pair, not only the first few")
     parser.add_argument("--summary", action="store_true",
@@ -138,16 +148,29 @@ def narrowing_hint(table: Table) -> str:
     return hint
 
 
-def limit_message(table: Table, stop: ExplorationLimit) -> str:
-    return (f"{table.file}: {table.machine}: exploration stopped, {stop.reason}: {stop.configurations:,} "
-            f"configurations and {stop.transitions:,} transitions explored, to breadth-first depth {stop.depth}; "
-            f"{narrowing_hint(table)}")
+def limit_message(table: Table, stop: ExplorationLimit, default: int | None = None) -> str:
+    """Where a table's exploration stopped; ``default``: the limit it passed was the default one."""
+    return (f"{table.file}: {table.machine}: exploration stopped, {_reason(stop, default)}: "
+            f"{stop.configurations:,} configurations and {stop.transitions:,} transitions explored, to "
+            f"breadth-first depth {stop.depth}; {narrowing_hint(table)}")
+
+
+def _reason(stop: ExplorationLimit, default: int | None) -> str:
+    if default is None:
+        return stop.reason
+    return stop.reason.replace(f"(--max-configurations {default})", f"({DEFAULT_NOTE})")
+
+
+def _limit(args: argparse.Namespace, default: int) -> tuple[int, int | None]:
+    """(the limit, the default when it is the one in force)."""
+    given: int | None = args.max_configurations
+    return (given, None) if given is not None else (default, default)
 
 
 def run_verify(args: argparse.Namespace) -> int:
     table_paths, system_paths = split_systems(args.tables)
-    systems = load_systems(system_paths)
     values = parse_overrides(args.overrides)
+    table_limit, table_default = _limit(args, DEFAULT_MAX_CONFIGURATIONS)
     results: list[Verdict | Unverified] = []
     seconds: list[float] = []
     for path in table_paths:
@@ -161,9 +184,9 @@ def run_verify(args: argparse.Namespace) -> int:
             seconds.append(time.perf_counter() - start)
             continue
         try:
-            verdict, elapsed = verify_table(table, max_configurations=args.max_configurations)
+            verdict, elapsed = verify_table(table, max_configurations=table_limit)
         except ExplorationLimit as stop:
-            message = limit_message(table, stop)
+            message = limit_message(table, stop, table_default)
             print(f"agentfsm: error: {message}", file=sys.stderr)
             results.append(Unverified(table.file, table.machine, "limit", message))
             seconds.append(time.perf_counter() - start)
@@ -174,29 +197,48 @@ def run_verify(args: argparse.Namespace) -> int:
             print(summary_line(verdict, elapsed), flush=True)
         elif not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
-    system_verdicts = []
-    for system in systems:
-        system_verdict = verify_system(system, args.symmetry, args.por)
-        system_verdicts.append(system_verdict)
-        if not args.json:
-            lines = system_text_report(system_verdict)
-            print("\n".join(lines[:1] if args.summary and system_verdict.ok else lines), flush=True)
+    system_results = [_verify_system_file(args, path) for path in system_paths]
+    system_verdicts = [r for r, _ in system_results if isinstance(r, SysVerdict)]
     if args.json:
         report = json_report(results)
-        if system_verdicts:
-            report["systems"] = [verdict_json(v) for v in system_verdicts]
-            report["ok"] = report["ok"] and all(v.ok for v in system_verdicts)
+        if system_results:
+            report["systems"] = [verdict_json(r) if isinstance(r, SysVerdict) else unverified_json(r)
+                                 for r, _ in system_results]
+            report["ok"] = report["ok"] and all(isinstance(r, SysVerdict) and r.ok for r, _ in system_results)
         print(json.dumps(report, indent=2))
     if args.junit:
-        suites = junit_suites(results, seconds) + [system_junit_suite(v) for v in system_verdicts]
+        suites = junit_suites(results, seconds) + [
+            system_junit_suite(r) if isinstance(r, SysVerdict) else unverified_suite(r, took)
+            for r, took in system_results]
         _write(args.junit, junit_xml("verify", suites))
     verdicts = [r for r in results if isinstance(r, Verdict)]
     if args.trace_out:
         _write_traces(args, verdicts, system_verdicts)
-    if any(isinstance(r, Unverified) for r in results):
+    if any(isinstance(r, Unverified) for r in results) or len(system_verdicts) < len(system_results):
         return EXIT_BAD_INPUT
     ok = all(v.ok for v in verdicts) and all(v.ok for v in system_verdicts)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _verify_system_file(args: argparse.Namespace, path: str) -> tuple[SysVerdict | Unverified, float]:
+    """One system file verified and its report printed, or why it was not (load, limit); the seconds."""
+    start = time.perf_counter()
+    system = load_or_unverified(path)
+    if isinstance(system, Unverified):
+        return system, time.perf_counter() - start
+    limit, default = _limit(args, DEFAULT_MAX_SYSTEM_CONFIGURATIONS)
+    try:
+        verdict = verify_system(system, args.symmetry, args.por, limit)
+    except ExplorationLimit as stop:
+        message = (f"{system.file}: {system.name}: exploration stopped, {_reason(stop, default)}: "
+                   f"{stop.configurations:,} configurations and {stop.transitions:,} steps explored, to "
+                   f"breadth-first depth {stop.depth}")
+        print(f"agentfsm: error: {message}", file=sys.stderr)
+        return Unverified(system.file, system.name, "limit", message), time.perf_counter() - start
+    if not args.json:
+        lines = system_text_report(verdict)
+        print("\n".join(lines[:1] if args.summary and verdict.ok else lines), flush=True)
+    return verdict, verdict.exploration.seconds
 
 
 def _write_traces(args: argparse.Namespace, verdicts: list[Verdict], system_verdicts: list[SysVerdict]) -> None:

@@ -46,6 +46,8 @@ class SysVerdict:
     system: System
     exploration: SystemExploration
     checks: list[SysCheck] = field(default_factory=list)
+    # Why the counterexamples may not be shortest (a reduced search whose shortening stopped), or None.
+    longer: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -121,9 +123,10 @@ def invariant_checks(ex: SystemExploration) -> list[SysCheck]:
 
 
 def deadlock_check(ex: SystemExploration) -> SysCheck:
-    for n, config in enumerate(ex.configs):
-        if ex.out_degree[n]:
+    for n, degree in enumerate(ex.out_degree):   # the expanded configurations (all but past a depth bound)
+        if degree:
             continue
+        config = ex.configs[n]
         if live(ex.system, config):
             trace = trace_to(ex, n, "deadlock", None)
             steps = replay(ex.system, trace.steps)

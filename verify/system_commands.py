@@ -11,9 +11,10 @@ from typing import Any
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_model import System
+from agentfsm.verify.explore import ExplorationLimit
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.replay import print_violations
-from agentfsm.verify.report import check_title
+from agentfsm.verify.report import Unverified, check_title
 from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_replay import system_violations
@@ -53,10 +54,57 @@ def load_systems(paths: Sequence[str]) -> list[System]:
     return systems
 
 
-def verify_system(system: System, symmetry: bool = True, reduction: bool = True) -> SysVerdict:
+def verify_system(system: System, symmetry: bool = True, reduction: bool = True,
+                  limit: int | None = None) -> SysVerdict:
     """Partial-order reduction serves the safety checks only: a system with liveness properties
-    (always-reachable, no-cycle-within) is explored in full."""
-    return run_system_checks(explore_system(system, symmetry, reduction=reduction and not system.properties))
+    (always-reachable, no-cycle-within) is explored in full. Past ``limit`` configurations the
+    exploration stops with ``ExplorationLimit``."""
+    reduced = reduction and not system.properties
+    verdict = run_system_checks(explore_system(system, symmetry, limit, reduced))
+    if reduced:
+        shorten(verdict, limit)
+    return verdict
+
+
+def shorten(verdict: SysVerdict, limit: int | None) -> None:
+    """Replace the counterexamples of a reduced exploration with shortest ones: a search without
+    reduction to the depth of the longest finds every violation at most that deep, first the
+    shallowest. Past ``limit`` it gives up and the verdict says its traces may not be shortest."""
+    failing = [c for c in verdict.checks if not c.ok and c.trace is not None]
+    depth = max((len(c.trace.steps) for c in failing if c.trace is not None), default=0)
+    if not depth:
+        return
+    system, symmetry = verdict.system, verdict.exploration.symmetry
+    try:
+        bounded = run_system_checks(explore_system(system, symmetry, limit, depth=depth))
+    except ExplorationLimit:
+        verdict.longer = (f"counterexamples may be longer than the shortest: the search without partial-order "
+                          f"reduction to depth {depth} stopped past --max-configurations {limit}")
+        return
+    found = {(c.kind, c.name): c for c in bounded.checks if not c.ok and c.trace is not None}
+    verdict.checks = [found.get((c.kind, c.name), c) if not c.ok else c for c in verdict.checks]
+
+
+def load_or_unverified(path: str) -> System | Unverified:
+    """The system, or (its diagnostics printed) why it is not verified."""
+    try:
+        return load_system(path)
+    except TableError as exc:
+        for diagnostic in exc.diagnostics:
+            print(diagnostic, file=sys.stderr)
+        return Unverified(path, None, "load", "\n".join(map(str, exc.diagnostics)))
+
+
+def unverified_json(item: Unverified) -> dict[str, Any]:
+    return {"file": item.file, "system": item.machine, "ok": False,
+            "error": {"kind": item.kind, "message": item.message}}
+
+
+def unverified_suite(item: Unverified, seconds: float) -> Suite:
+    """A system that was not verified: one error case, as a table's."""
+    name = f"system.{item.machine}" if item.machine else item.file
+    what = "load" if item.kind == "load" else "explore"
+    return Suite(name, (Case(what, "error", item.message, item.message, item.kind),), seconds, item.file)
 
 
 def text_report(verdict: SysVerdict) -> list[str]:
@@ -73,6 +121,8 @@ def text_report(verdict: SysVerdict) -> list[str]:
             lines.append("       counterexample:")
             lines.extend("     " + line for line in format_steps(system, replay(system, check.trace.steps),
                                                                   check.trace.loop_start))
+    if verdict.longer is not None:
+        lines.append(f"  note: {verdict.longer}")
     failed = sum(not c.ok for c in verdict.checks)
     lines.append("  all checks hold" if not failed else f"  {failed} check(s) FAILED")
     return lines
@@ -102,8 +152,8 @@ def junit_suite(verdict: SysVerdict) -> Suite:
 def verdict_json(verdict: SysVerdict) -> dict[str, Any]:
     ex = verdict.exploration
     return {"file": verdict.system.file, "system": verdict.system.name, "configurations": len(ex.configs),
-            "steps": len(ex.edges_src), "symmetry": ex.symmetry,
-            "partial_order_reduction": ex.reduction,
+            "steps": len(ex.edges_src), "symmetry": ex.symmetry, "partial_order_reduction": ex.reduction,
+            "shortest_counterexamples": verdict.longer is None, "ok": verdict.ok,
             "checks": [check_json(verdict.system, c) for c in verdict.checks]}
 
 

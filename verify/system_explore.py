@@ -23,11 +23,13 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.system_model import Route, System
 from agentfsm.spec.system_trace import Label
+from agentfsm.verify.explore import ExplorationLimit
 from agentfsm.verify.system_por import Reducer
 
 InstConf = tuple[int, tuple[Value, ...]]
@@ -101,7 +103,7 @@ class Stepper:
         return cached
 
     def successors(self, config: Config) -> Iterator[Successor]:
-        """Every system step from ``config`` that changes it, with what it did."""
+        """Every system step from ``config``, with what it did (a step may return to ``config``)."""
         insts, mailboxes, stalled, spent = config
         system = self.system
         for env in system.environment:
@@ -142,8 +144,12 @@ class Stepper:
             yield label, config, Effect(conf, None, findings=(Finding(exc.kind, f"{name}: {exc.message}"),))
             return
         status = result.status
-        if kind == "env" and status == "rejected" and not result.actions:
-            return  # the environment offered an event the instance does not take: no step
+        # An environment event that fires no row (rejected, ignored, or to a final instance) is a
+        # step only through the messages it sends; a fired row and a message taken always are,
+        # even when they leave the system configuration as it was.
+        offered = kind == "env" and status != "fired"
+        if offered and not routes:
+            return
         findings: tuple[Finding, ...] = ()
         if kind == "deliver" and status == "rejected" and not self.system.rejectable(i, event):
             inst = self.system.instances[i]
@@ -152,9 +158,8 @@ class Stepper:
         after: InstConf = (result.state, result.vars)
         new_insts = (*insts[:i], after, *insts[i + 1:]) if after != conf else insts
         if not routes:
-            new = (new_insts, mailboxes, stalled, spent)
-            if new != config or findings:
-                yield label, new, Effect(conf, after, result.actions, (), findings, status)
+            yield label, (new_insts, mailboxes, stalled, spent), Effect(conf, after, result.actions, (), findings,
+                                                                        status)
             return
         for choice in itertools.product(*(targets for _, targets in routes)):
             boxes = list(mailboxes)
@@ -175,8 +180,6 @@ class Stepper:
                     boxes[target] = (*boxes[target], (link_event, link_params))
                 sent.append(Sent(i, action, target, link_event, link_params, full))
             new = (new_insts, tuple(boxes), stalled, spent)
-            if new == config and not note:
-                continue  # a stutter (an ignored event that changed nothing)
             yield (kind, i, event, params, tuple(chosen)), new, Effect(conf, after, result.actions, tuple(sent),
                                                                        tuple(note), status)
 
@@ -260,16 +263,17 @@ class SystemExploration:
 
 
 def explore_system(system: System, symmetry: bool = True, limit: int | None = None,
-                   reduction: bool = False) -> SystemExploration:
-    """Breadth-first exploration from the initial configuration; ``limit`` stops early (tests).
-    With ``reduction``, partial-order reduction (verify/system_por.py) expands fewer steps where
-    that cannot change a safety verdict."""
+                   reduction: bool = False, depth: int | None = None) -> SystemExploration:
+    """Breadth-first exploration from the initial configuration; past ``limit`` configurations it
+    raises ExplorationLimit. With ``reduction``, partial-order reduction (verify/system_por.py)
+    expands fewer steps where that cannot change a safety verdict. With ``depth``, only the
+    configurations at most that many steps deep are expanded (``out_degree`` covers just them)."""
     import time
 
     from agentfsm.verify import system_levels
     start = time.perf_counter()
     wide = system_levels.LEVEL_MIN
-    batches = system_levels.batches(system, symmetry) if wide is not None else None
+    batches = system_levels.batches(system, symmetry) if wide is not None and depth is None else None
     stepper = Stepper(system)
     canonical = canonicalizer(system, symmetry)
     first = canonical(initial_config(system))
@@ -277,6 +281,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
     ex = SystemExploration(system, symmetry, [first], [-1], reduction)
     reducer = Reducer(system) if reduction else None
     level_end = 1   # configurations before this index are on the current level or earlier
+    level = 0       # the current level, exact while no batch ran
     # The batches expand every step. Full expansion is always allowed, so a reduced exploration
     # takes them only while the reduction has not pruned anything: on a system it cannot reduce
     # (the Loom system) it then costs what the full exploration does, and elsewhere it stays reduced.
@@ -294,6 +299,9 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
             continue
         if head >= level_end:   # a new level (or later: then the proviso only gets stricter)
             level_end = len(ex.configs)
+            level += 1
+            if depth is not None and level > depth:
+                break
         config = ex.configs[head]
         degree = 0
         successors = list(stepper.successors(config))
@@ -320,7 +328,7 @@ def explore_system(system: System, symmetry: bool = True, limit: int | None = No
         ex.out_degree.append(degree)
         head += 1
         if limit is not None and len(ex.configs) > limit:
-            raise ExplorationLimit(f"more than {limit} system configurations")
+            raise past_limit(ex, limit)
     ex.seconds = time.perf_counter() - start
     return ex
 
@@ -333,8 +341,21 @@ def first_findings(stepper: Stepper, ex: SystemExploration, nodes: list[int]) ->
                 ex.step_findings.setdefault(finding.kind, (node, label, finding))
 
 
-class ExplorationLimit(Exception):
-    """The system has more configurations than the caller allowed."""
+class Explored(Protocol):
+    """How far an exploration got (a ``SystemExploration``, or the lists the batches continue)."""
+
+    configs: list[Config]
+    parent: list[int]
+    edges_src: list[int]
+
+
+def past_limit(ex: Explored, limit: int) -> ExplorationLimit:
+    """The stop past ``limit``: the configurations and steps found, the depth of the last one."""
+    depth, node = 0, len(ex.configs) - 1
+    while ex.parent[node] >= 0:
+        node, depth = ex.parent[node], depth + 1
+    return ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})",
+                            len(ex.configs), len(ex.edges_src), depth)
 
 
 def concrete_path(system: System, symmetry: bool, targets: list[Config]) -> list[tuple[Label, Config, Effect]]:

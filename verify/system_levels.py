@@ -39,7 +39,7 @@ from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label
 from agentfsm.verify.code_index import CodeIndex, DenseIndex, code_index
 from agentfsm.verify.explore_levels import _in_first_occurrence_order
-from agentfsm.verify.system_explore import Config, ExplorationLimit, Stepper, symmetry_ranges
+from agentfsm.verify.system_explore import Config, Stepper, past_limit, symmetry_ranges
 from agentfsm.verify.system_rows import Layout, messages
 
 Ints = npt.NDArray[np.int64]
@@ -66,7 +66,7 @@ class Outcome:
 
     error: str | None    # the SemanticError's kind: a finding and no successor
     after: int           # the new local code
-    rejected_silently: bool   # rejected with no actions (an environment offer that is no step)
+    fired: bool          # a row fired (else an environment offer is a step only through its messages)
     rejected: bool
     routes: tuple[tuple[int, tuple[int, ...], bool], ...]   # (message code, targets, goes to any one)
 
@@ -103,10 +103,9 @@ class Levels:
             except SemanticError as exc:
                 found = Outcome(exc.kind, local, False, False, ())
             else:
-                rejected = result.status == "rejected"
-                found = Outcome(None, layout.local(i, (result.state, result.vars)), rejected and not result.actions,
-                                rejected, tuple((layout.message_code[(m[1], m[2])], targets, m[3])
-                                                for m, targets in routes))
+                found = Outcome(None, layout.local(i, (result.state, result.vars)), result.status == "fired",
+                                result.status == "rejected", tuple((layout.message_code[(m[1], m[2])], targets, m[3])
+                                                                   for m, targets in routes))
             self.outcomes[key] = found
         return found
 
@@ -183,20 +182,14 @@ class Levels:
             if outcome.error is not None:
                 out.finding(outcome.error, sub)
                 continue
-            if kind == "env" and outcome.rejected_silently:
-                continue
-            note = unhandled and outcome.rejected
-            # A step that changes nothing and reports nothing is a stutter, no edge. Only these can
-            # be one: an environment event that moves no state and sends nothing; a message whose
-            # step moves no state and whose messages all go back to the same mailbox.
-            moved = note or outcome.after != local
+            if kind == "env" and not outcome.fired and not outcome.routes:
+                continue   # an environment offer that fires no row and sends nothing: no step
             start = base[sub].copy()
             start[:, i] = outcome.after
-            if note:
+            if unhandled and outcome.rejected:
                 out.finding("unhandled-message", sub)
             if not outcome.routes:
-                if moved or kind == "deliver":
-                    out.add(sub, start, slot, 0, self.label((kind, i, event, params, ())))
+                out.add(sub, start, slot, 0, self.label((kind, i, event, params, ())))
                 continue
             for choice, targets in enumerate(itertools.product(*(t for _, t, _ in outcome.routes))):
                 new = start.copy()
@@ -207,12 +200,7 @@ class Levels:
                 if over.any():
                     out.finding("mailbox-overflow", sub[over])
                 chosen = tuple(t for (_, _, is_any), t in zip(outcome.routes, targets, strict=True) if is_any)
-                label = self.label((kind, i, event, params, chosen))
-                if moved or kind == "env" or any(t != i for t in targets):
-                    out.add(sub, new, slot, choice, label)
-                else:
-                    keep = over | np.any(new != rows[sub], axis=1)
-                    out.add(sub[keep], new[keep], slot, choice, label)
+                out.add(sub, new, slot, choice, self.label((kind, i, event, params, chosen)))
 
     def _append(self, rows: Ints, target: int, code: int) -> Bools:
         """Append message ``code`` to ``target``'s mailbox in every row; return where it was full."""
@@ -422,7 +410,7 @@ class Batches:
             ex.out_degree.extend(np.bincount(sources, minlength=n).tolist())
             head += n
             if limit is not None and count > limit:
-                raise ExplorationLimit(f"more than {limit} system configurations")
+                raise past_limit(ex, limit)
             if count - head < LEVEL_LOW:
                 break
         return head

@@ -23,7 +23,7 @@ from typing import Any
 
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.system_model import Link, System
-from agentfsm.verify.promela import _effect, expr_to_promela
+from agentfsm.verify.promela import _effect, expr_to_promela, never_claim
 
 _TOKEN = re.compile(r"\b(st|v_(\w+)|S_(\w+)|t_(\w+))\b")
 
@@ -271,7 +271,8 @@ class _Exporter:
         if system.faults:
             lines += self.faults()
             lines.append("")
-        lines.append("never { do :: assert(INVARIANTS) od }")
+        lines.append(never_claim([f"v{inst.index}_{var.name}" for inst in system.instances
+                                  for var in inst.table.variables]))
         return "\n".join(lines) + "\n"
 
 

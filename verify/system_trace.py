@@ -52,7 +52,10 @@ def replay(system: System, labels: Sequence[Label]) -> list[tuple[Label, Config,
 
 def format_steps(system: System, steps: Sequence[tuple[Label, Config, Effect]],
                  loop_start: int | None = None) -> list[str]:
-    """One line per step, then one per message it sent and per finding; the final configuration."""
+    """One line per step, then one per message it sent and per finding; the final configuration
+    (no steps: the initial configuration, said to be that)."""
+    if not steps:
+        return ["  in the initial configuration:", *describe_config(system, initial_config(system))]
     lines = []
     for n, (label, _, effect) in enumerate(steps, start=1):
         inst = system.instances[label[1]]
@@ -70,7 +73,6 @@ def format_steps(system: System, steps: Sequence[tuple[Label, Config, Effect]],
                          + ("  DROPPED (mailbox full)" if sent.dropped else ""))
         for finding in effect.findings:
             lines.append(f"         !! {finding.kind}: {finding.message}")
-    if steps:
-        lines.append("  reached:")
-        lines.extend(describe_config(system, steps[-1][1]))
+    lines.append("  reached:")
+    lines.extend(describe_config(system, steps[-1][1]))
     return lines
