@@ -89,11 +89,10 @@ def _draw_system(args: argparse.Namespace, path: str) -> int:
                 steps = replay(system, trace.steps)
             except SystemTraceError as exc:
                 raise BadInput(f"{args.trace}: {exc}") from None
-            title = f"{system.name}: {trace.kind} {trace.check or ''}".strip()
             if fmt == "mermaid":
-                data = sequence_mermaid(system, steps, title).encode()
+                data = sequence_mermaid(system, steps, trace).encode()
             elif fmt == "svg":
-                data = sequence_svg(system, steps, title)
+                data = sequence_svg(system, steps, trace)
             else:
                 raise BadInput("a sequence chart is drawn as svg or mermaid")
         elif fmt == "mermaid":
