@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from typing import TypeVar
 
 from agentfsm.diagrams.violation import verdict
 from agentfsm.spec.system_model import System
@@ -32,6 +33,8 @@ TOP = 60
 NOTE_CHARS = 60  # a note's text wraps here in the SVG (6 px a character at font size 11)
 
 Steps = Sequence[tuple[Label, Config, Effect]]
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,14 @@ def _inputs(system: System) -> list[tuple[str, str]]:
     return [(system.instances[env.instances[0]].group, env.event) for env in system.environment]
 
 
+def _by_pair(edges: Sequence[tuple[_K, _V]]) -> dict[_K, list[_V]]:
+    """Labels grouped by what they join, in the order the edges come."""
+    grouped: dict[_K, list[_V]] = {}
+    for key, label in edges:
+        grouped.setdefault(key, []).append(label)
+    return grouped
+
+
 def structure_dot(system: System) -> str:
     """Instances (a group as one box) and links, the environment's events as edges from outside."""
     lines = [f'digraph "{system.name}" {{', "  rankdir=LR;", '  node [shape=box, style="rounded,filled", '
@@ -252,12 +263,28 @@ def structure_dot(system: System) -> str:
 
 
 def structure_mermaid(system: System) -> str:
-    lines = ["flowchart LR", f"    {ENV}([{ENV}])"]
+    """The instances and links as a flowchart that Mermaid lays out without a label on a label or a line.
+
+    Mermaid stacks the labels of parallel edges and runs the environment's many edges through
+    other labels (measured in Chromium, tests/test_diagrams_browser.py), so this picture differs
+    from the DOT one: the links between two boxes are one edge (``<-->`` with each line led by
+    its sender when they go both ways), and each box lists the events the environment sends it.
+    """
+    lines = ["flowchart LR"]
+    inputs = _by_pair(_inputs(system))
     for name, group in system.groups.items():
         inst = system.instances[group.members[0]]
-        lines.append(f'    {_id(name)}["{_group_ref(system, group.members[0])}<br/>{inst.table.machine}"]')
-    for source, target, label in _edges(system):
-        lines.append(f'    {_id(source)} -->|"{label}"| {_id(target)}')
-    for into, event in _inputs(system):
-        lines.append(f'    {ENV} -.->|"{event}"| {_id(into)}')
+        outside = f"<br/><i>from the {ENV}:</i><br/>{'<br/>'.join(inputs[name])}" if name in inputs else ""
+        lines.append(f'    {_id(name)}["<b>{_group_ref(system, group.members[0])}</b><br/>{inst.table.machine}'
+                     f'{outside}"]')
+    pairs = _by_pair([(tuple(sorted((source, target))), (source, target, label))
+                      for source, target, label in _edges(system)])
+    for (one, other), edges in pairs.items():
+        senders = {source for source, _, _ in edges}
+        if len(senders) == 1:
+            source, target, _ = edges[0]
+            lines.append(f'    {_id(source)} -->|"{"<br/>".join(label for _, _, label in edges)}"| {_id(target)}')
+        else:
+            text = "<br/>".join(f"{source}: {label}" for source, _, label in edges)
+            lines.append(f'    {_id(one)} <-->|"{text}"| {_id(other)}')
     return "\n".join(lines) + "\n"

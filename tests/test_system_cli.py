@@ -94,7 +94,8 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
     assert main(["diagram", RACE, "--trace", str(trace), "--format", "mermaid"]) == 0
     chart = capsys.readouterr().out.splitlines()
     assert chart[:2] == ["sequenceDiagram", "    title counter-race: invariant no-lost-update"]
-    assert "    i_inc_0_-)i_counter: Write(v=1)" in chart and chart[-2] == "    Note over i_counter: 8. takes Write(v=1)"
+    assert "    i_inc_0_-)i_counter: Write(v=1)" in chart
+    assert chart[-2] == "    Note over i_counter: 8. takes Write(v=1)"
     assert chart[-1].startswith("    Note over environment,i_counter: ✗ invariant no-lost-update broken: ")
     assert chart[-1].endswith("(inc[0].state = Done, inc[1].state = Done,<br/>counter.mailbox = 0, counter.value = 1)")
     svg = tmp_path / "race.svg"
