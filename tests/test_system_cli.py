@@ -83,8 +83,8 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", LOOM, "--format", "mermaid"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("flowchart LR") and 'i_agent -->|"ExecuteTools → Execute (each)"| i_call' in out
-    assert 'i_call["call ×2<br/>loom-tool"]' in out
+    assert out.startswith("flowchart LR") and 'i_agent <-->|"agent: ExecuteTools → Execute (each)<br/>' in out
+    assert 'i_call["<b>call ×2</b><br/>loom-tool<br/><i>from the environment:</i><br/>Finished"]' in out
     picture = tmp_path / "loom.svg"
     assert main(["diagram", LOOM, "-o", str(picture)]) == 0
     assert b"<svg" in picture.read_bytes() and b"ExecuteTools" in picture.read_bytes()
