@@ -5,6 +5,7 @@ subcommand described, make verify's one-line summaries, crash shards adding up."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -66,6 +67,16 @@ def test_tables_prints_bundled_paths(capsys: pytest.CaptureFixture[str]) -> None
     assert all(Path(line).is_file() for line in out.splitlines())
     code, out, _ = run_cli(["tables", "tool-call"], capsys)
     assert code == 0 and Path(out.strip()).read_bytes() == (SPEC / "tool-call.yaml").read_bytes()
+
+
+def test_every_subcommand_s_help_states_its_exit_codes() -> None:
+    """A script or CI job reads the exit status: every --help says what 0 and 2 mean (and 1 where it can come)."""
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    choices = getattr(sub, "choices", {})
+    states = re.compile(r"\bExit\b.*\b0\b.*\b2\b", re.S)
+    silent = [name for name, p in choices.items() if not states.search(p.description or "")]
+    assert len(choices) == 18 and silent == []
 
 
 def test_every_subcommand_has_a_description() -> None:

@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     parser = sub.add_parser("export", help="export a table to another model checker's language",
                             description="Print the table as a Promela model for Spin (reachable configurations "
-                                        "and invariant assertions match the verifier's).")
+                                        "and invariant assertions match the verifier's). Exit 0, 2 on bad input.")
     parser.add_argument("--format", choices=("promela",), help="the output language: promela (Spin)")
     parser.add_argument("--promela", action="store_true", help="deprecated spelling of --format promela")
     parser.add_argument("table", metavar="TABLE")

@@ -102,7 +102,7 @@ def _register_vectors(sub: Sub) -> None:
                     "Coverage sets: every row, every (reachable configuration, event) pair including "
                     "rejected ones, every pair of consecutive rows, seeded random walks, and every pair again "
                     "followed by suffixes that tell the configuration reached from its look-alikes. "
-                    "See docs/conformance.md.")
+                    "See docs/conformance.md. Exit 0, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     _add_generation_options(parser)
