@@ -61,12 +61,18 @@ def test_out_dir_refuses_two_tables_of_one_machine(tmp_path: Path, capsys: pytes
 
 
 def test_tables_prints_bundled_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled tables, then the bundled systems (not the tables only systems use)."""
     code, out, _ = run_cli(["tables"], capsys)
     assert code == 0
-    assert [Path(line).name for line in out.splitlines()] == [t.name for t in TABLES]
+    systems = sorted((SPEC / "systems").glob("*.yaml"))
+    assert [Path(line).name for line in out.splitlines()] == [t.name for t in TABLES] + [s.name for s in systems]
     assert all(Path(line).is_file() for line in out.splitlines())
     code, out, _ = run_cli(["tables", "tool-call"], capsys)
     assert code == 0 and Path(out.strip()).read_bytes() == (SPEC / "tool-call.yaml").read_bytes()
+    code, out, _ = run_cli(["tables", "loom-with-tools", "loom-agent"], capsys)
+    assert code == 0 and [Path(line).name for line in out.splitlines()] == ["loom-with-tools.yaml", "loom-agent.yaml"]
+    code, _, err = run_cli(["tables", "loom-with-tool"], capsys)
+    assert code == 2 and "did you mean 'loom-with-tools'?" in err and "durable-run-fixed" in err
 
 
 def test_every_subcommand_s_help_states_its_exit_codes() -> None:
