@@ -61,9 +61,13 @@ def use_installed(bin_dir: Path, cwd: Path) -> None:
     where = subprocess.run([str(bin_dir / "python"), "-c", "import agentfsm; print(agentfsm.__file__)"],
                            capture_output=True, text=True, cwd=cwd, check=True).stdout
     assert where.startswith(str(bin_dir.parent)), f"agentfsm imported from {where}, not the new environment"
-    paths = agentfsm("tables").split()
-    assert [Path(p).name for p in paths] == [t.name for t in TABLES]
-    assert all(p.startswith(str(bin_dir.parent)) for p in paths)
+    listed = agentfsm("tables").split()
+    systems = sorted((ROOT / "spec" / "systems").glob("*.yaml"))
+    assert [Path(p).name for p in listed] == [t.name for t in TABLES] + [s.name for s in systems]
+    assert all(p.startswith(str(bin_dir.parent)) for p in listed)
+    paths = listed[:len(TABLES)]
+    [system] = agentfsm("tables", "loom-with-tools").split()
+    assert "all checks hold" in agentfsm("verify", system), "a bundled system finds its tables where it is installed"
     [loom] = agentfsm("tables", "loom-agent").split()
     assert "loom-agent: 76 configurations" in agentfsm("verify", "--summary", loom)
     assert "checks hold" in agentfsm("verify", *paths)
