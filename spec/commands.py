@@ -12,7 +12,15 @@ from agentfsm.spec.bundled import bundled_systems, bundled_tables
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.suggest import did_you_mean
 
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_OK, BadInput, add_set_option, load_tables, parse_overrides
+from agentfsm.cliutil import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    BadInput,
+    add_set_option,
+    load_tables,
+    overrides_by_table,
+    parse_overrides,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -55,13 +63,14 @@ def run_check(args: argparse.Namespace) -> int:
 def _check_json(args: argparse.Namespace) -> int:
     """``check --json``: every file checked, in order; exit 2 when any did not load."""
     from agentfsm.spec.system_load import is_system_file, load_system
-    values = parse_overrides(args.overrides)
+    per_table = overrides_by_table([path for path in args.tables if not is_system_file(path)],
+                                   parse_overrides(args.overrides))
     files: list[dict[str, Any]] = []
     for path in args.tables:
         system = is_system_file(path)
         entry: dict[str, Any] = {"file": path, "kind": "system" if system else "table"}
         try:
-            loaded = load_system(path) if system else load_table(path, values)
+            loaded = load_system(path) if system else load_table(path, per_table[path])
         except TableError as exc:
             entry.update(ok=False, summary=None, diagnostics=[
                 {"file": d.mark.file, "line": d.mark.line, "col": d.mark.col, "message": d.message}
@@ -80,9 +89,11 @@ def run_tables(args: argparse.Namespace) -> int:
     paths.update((name, path) for name, path in systems.items() if name not in paths)
     for name in args.names:
         if name.removesuffix(".yaml") not in paths:
-            tables = ", ".join(name for name in paths if name not in systems)
-            raise BadInput(f"no bundled table or system {name!r}{did_you_mean(name.removesuffix('.yaml'), paths)} "
-                           f"(the bundled tables: {tables}; systems: {', '.join(systems)})")
+            tables = [known for known in paths if known not in systems]
+            wanted = name.removesuffix(".yaml")
+            hint = did_you_mean(wanted, tables) or did_you_mean(wanted, systems)
+            raise BadInput(f"no bundled table or system {name!r}{hint} "
+                           f"(the bundled tables: {', '.join(tables)}; systems: {', '.join(systems)})")
     for name in args.names or list(paths):
         print(paths[name.removesuffix(".yaml")])
     return EXIT_OK

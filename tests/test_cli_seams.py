@@ -174,3 +174,30 @@ def test_verify_junit_reports_systems_too(tmp_path: Path, capsys: pytest.Capture
     failures = [case.find("failure") for case in suite if case.find("failure") is not None]
     assert suite.get("failures") == str(len(failures)) != "0" and int(root.get("failures", "0")) >= len(failures)
     assert all(f is not None and f.get("type") and "store" in (f.text or "") for f in failures)
+
+
+def test_mistyped_names_get_the_right_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["vectors", LOOM, "--sets", "row"], capsys)
+    assert code == 2 and "unknown coverage set 'row'; did you mean 'rows'?" in err
+    trace = str(tmp_path / "t.json")
+    code, _, err = run_cli(["verify", LOOM, "--trace-out", trace, "--check", "dead-rows"], capsys)
+    assert code == 2 and "did you mean 'dead-row'?" in err
+    code, _, err = run_cli(["verify", LOOM, "--check", "dead-row"], capsys)
+    assert code == 2 and "--check goes with --trace-out FILE" in err
+    code, _, err = run_cli(["check", LOOM, "--set", "max_retrys=3"], capsys)
+    assert code == 2 and "did you mean 'max_retries'?" in err
+    # Only the shared word 'max_' in common: no suggestion rather than a wrong one.
+    code, _, err = run_cli(["check", LOOM, "--set", "max_lookups=3"], capsys)
+    assert code == 2 and "no constant 'max_lookups'" in err and "did you mean" not in err
+
+
+def test_set_with_several_tables_applies_to_those_that_declare_the_constant(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tool_call = str(SPEC / "tool-call.yaml")
+    code, out, err = run_cli(["check", LOOM, tool_call, "--set", "max_retries=2"], capsys)
+    assert code == 0, err
+    code, out, _ = run_cli(["verify", "--summary", LOOM, tool_call, "--set", "max_retries=2"], capsys)
+    assert code == 0 and "loom-agent:" in out and "tool-call:" in out
+    code, _, err = run_cli(["check", LOOM, tool_call, "--set", "max_retrys=2"], capsys)
+    assert code == 2 and err.count("\n") == 1, "one message, not one per table"
+    assert "no table given has a constant 'max_retrys'; did you mean 'max_retries'?" in err

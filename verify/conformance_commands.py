@@ -16,6 +16,7 @@ from types import FrameType
 from typing import TextIO, TypeAlias
 
 from agentfsm.spec.model import Table
+from agentfsm.spec.suggest import did_you_mean
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
@@ -73,7 +74,8 @@ def _sets(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in gen.SETS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown coverage set {unknown[0] if unknown else text!r}; "
+        hint = did_you_mean(unknown[0], gen.SETS) if unknown else ""
+        raise argparse.ArgumentTypeError(f"unknown coverage set {unknown[0] if unknown else text!r}{hint}; "
                                          f"choose from {', '.join(gen.SETS)}")
     return names
 
