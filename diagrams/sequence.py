@@ -201,9 +201,10 @@ def sequence_svg(system: System, steps: Steps, trace: SystemTrace | None = None)
             fill, stroke = ("#fdd", "#b00") if item.alarm else ("#ffd", "#aa6")
             text = item.text if len(item.text) <= NOTE_CHARS else item.text[:NOTE_CHARS - 3] + "..."
             w = max(60, 6 * len(text) + 12)
-            out.append(f'<rect x="{x[item.over] - w // 2}" y="{y - 13}" width="{w}" height="18" fill="{fill}" '
+            centre = min(max(x[item.over], w // 2 + 4), width - w // 2 - 4)  # kept inside the picture
+            out.append(f'<rect x="{centre - w // 2}" y="{y - 13}" width="{w}" height="18" fill="{fill}" '
                        f'stroke="{stroke}"/>')
-            out.append(f'<text x="{x[item.over]}" y="{y}" text-anchor="middle">{escape(text)}</text>')
+            out.append(f'<text x="{centre}" y="{y}" text-anchor="middle">{escape(text)}</text>')
     if closing:
         y = bottom + ROW // 2
         out.append(f'<rect x="8" y="{y - 13}" width="{width - 16}" height="{14 * len(closing) + 8}" fill="#fdd" '

@@ -3,6 +3,7 @@ as a loop block, and a closing note naming the violated check and the values it 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,13 @@ def test_values_read_by_an_expression() -> None:
     assert read_values(system, start, "pending <= 2 or state == Idle", agent) == [
         "pending = 0", "state = WaitingForUserInput"]
     assert read_values(system, start, "not (", None) == []
+
+
+@pytest.mark.parametrize("path", AS_WAS, ids=lambda p: p.stem)
+def test_every_box_of_a_chart_lies_inside_the_picture(path: Path) -> None:
+    """A note on the rightmost lifeline is moved left rather than cut off at the picture's edge."""
+    for system, trace, steps in counterexamples(path):
+        svg = sequence_svg(system, steps, trace).decode()
+        width = int(re.search(r'<svg [^>]*width="(\d+)"', svg).group(1))  # type: ignore[union-attr]
+        boxes = [(int(x), int(w)) for x, w in re.findall(r'<rect x="(-?\d+)" y="-?\d+" width="(\d+)"', svg)]
+        assert boxes and all(x >= 0 and x + w <= width for x, w in boxes), trace.check
