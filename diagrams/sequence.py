@@ -157,8 +157,8 @@ def _mermaid_text(text: str) -> str:
     return text.replace(";", ",").replace("#", "no. ")
 
 
-def _wrapped(text: str) -> list[str]:
-    return textwrap.wrap(text, NOTE_CHARS, break_on_hyphens=False) or [""]
+def _wrapped(text: str, chars: int = NOTE_CHARS) -> list[str]:
+    return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
 
 
 def sequence_svg(system: System, steps: Steps, trace: SystemTrace | None = None) -> bytes:
@@ -167,8 +167,9 @@ def sequence_svg(system: System, steps: Steps, trace: SystemTrace | None = None)
     drawn = chart(system, steps, trace)
     items = drawn.items
     width = COLUMN * len(names)
-    closing = _wrapped(drawn.verdict) if drawn.verdict else []
-    bottom = TOP + ROW * (len(items) + 1)
+    closing = _wrapped(drawn.verdict, max(NOTE_CHARS, (width - 40) // 7)) if drawn.verdict else []  # bold: ~7 px
+    header = 0 if drawn.loop_from is None else 1  # the loop's label gets a row of its own
+    bottom = TOP + ROW * (len(items) + 1 + header)
     height = bottom + (ROW + 14 * len(closing) if closing else 0) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="Helvetica,Arial,sans-serif" font-size="11">',
@@ -183,12 +184,12 @@ def sequence_svg(system: System, steps: Steps, trace: SystemTrace | None = None)
         out.append(f'<line x1="{x[name]}" y1="46" x2="{x[name]}" y2="{height - 10}" stroke="#99a" '
                    'stroke-dasharray="4,3"/>')
     if drawn.loop_from is not None:
-        top = TOP + (drawn.loop_from + 1) * ROW - ROW // 2 - 6
+        top = TOP + (drawn.loop_from + 1) * ROW - ROW // 2
         out.append(f'<rect x="4" y="{top}" width="{width - 8}" height="{bottom - ROW // 2 - top}" fill="none" '
                    'stroke="#555" stroke-dasharray="6,3"/>')
         out.append(f'<text x="10" y="{top + 12}" font-weight="bold">loop: {escape(_loop_text(system, trace))}</text>')
     for row, item in enumerate(items, start=1):
-        y = TOP + row * ROW
+        y = TOP + (row + (header if drawn.loop_from is not None and row > drawn.loop_from else 0)) * ROW
         if isinstance(item, Arrow):
             x1, x2 = x[item.source], x[item.target]
             if x1 == x2:
