@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
 
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.expr import Value
+from agentfsm.spec.suggest import did_you_mean
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -46,14 +50,39 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
                         help="override a constant of the table (repeatable)")
 
 
+def overrides_by_table(paths: Sequence[str], values: Mapping[str, Value]) -> dict[str, dict[str, Value]]:
+    """The ``--set`` values each table gets. With several tables a constant goes to the tables
+    that declare it (tables share no constants, so one --set for all of them would fail on all
+    but one); a name none of them declares is bad input, suggested from all their constants."""
+    declared = {path: _constant_names(path) for path in paths}
+    if len(paths) < 2 or not values or any(names is None for names in declared.values()):
+        return {path: dict(values) for path in paths}  # a table that does not read reports itself
+    known = set().union(*(names for names in declared.values() if names is not None))
+    for name in values:
+        if name not in known:
+            raise BadInput(f"--set {name}: no table given has a constant {name!r}{did_you_mean(name, known)}")
+    return {path: {name: value for name, value in values.items() if name in (declared[path] or ())}
+            for path in paths}
+
+
+def _constant_names(path: str) -> set[str] | None:
+    """The names under a table file's ``constants:`` (None: the file does not read as YAML)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    constants = data.get("constants") if isinstance(data, dict) else None
+    return {str(name) for name in constants} if isinstance(constants, dict) else set()
+
+
 def load_tables(paths: Sequence[str], overrides: Sequence[str] = ()) -> list[Table]:
     """Load every table, printing all diagnostics; raise SystemExit(2) if any failed."""
-    values = parse_overrides(overrides)
+    per_table = overrides_by_table(paths, parse_overrides(overrides))
     tables: list[Table] = []
     failed = False
     for path in paths:
         try:
-            tables.append(load_table(path, values))
+            tables.append(load_table(path, per_table[path]))
         except TableError as exc:
             failed = True
             for diagnostic in exc.diagnostics:

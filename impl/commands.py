@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     adapter = sub.add_parser(
         "adapter", help="serve the reference engine over the adapter protocol (JSON Lines on stdio)",
         description="Answer reset/event/quit requests on stdin with one JSON reply per line on stdout, as the "
-                    "conformance harness expects. Bad requests get {\"ok\": false, \"error\": ...}.")
+                    "conformance harness expects. Bad requests get {\"ok\": false, \"error\": ...}. Exit 0 at "
+                    "end of input or after quit, 2 when the table does not load.")
     adapter.add_argument("table", metavar="TABLE")
     add_set_option(adapter)
     adapter.set_defaults(func=run_adapter)

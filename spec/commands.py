@@ -1,5 +1,5 @@
 """``agentfsm check`` (load and statically check tables) and ``agentfsm tables`` (where the
-bundled tables are, so an installed package's tables can be named from anywhere)."""
+bundled tables and systems are, so an installed package's files can be named from anywhere)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ import json
 from typing import Any
 
 from agentfsm.spec.build import load_table
-from agentfsm.spec.bundled import bundled_tables
+from agentfsm.spec.bundled import bundled_systems, bundled_tables
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.suggest import did_you_mean
 
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_OK, BadInput, add_set_option, load_tables, parse_overrides
+from agentfsm.cliutil import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    BadInput,
+    add_set_option,
+    load_tables,
+    overrides_by_table,
+    parse_overrides,
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,14 +33,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_set_option(parser)
     parser.set_defaults(func=run_check)
 
-    parser = sub.add_parser("tables", help="print the paths of the bundled tables",
-                            description="Print the path of each table bundled with agentfsm (all of them, or "
-                                        "the NAMEs given, e.g. loom-agent), one a line, so that an installed "
-                                        "package's tables can be used from any directory: "
-                                        "agentfsm verify $(agentfsm tables loom-agent). Exit 0, 2 for an "
-                                        "unknown NAME.")
-    parser.add_argument("names", nargs="*", metavar="NAME", help="a bundled table's name (its file name "
-                                                                  "without .yaml)")
+    parser = sub.add_parser("tables", help="print the paths of the bundled tables and systems",
+                            description="Print the path of each table bundled with agentfsm, then of each "
+                                        "bundled system of them (all of them, or the NAMEs given, e.g. "
+                                        "loom-agent or loom-with-tools), one a line, so that an installed "
+                                        "package's tables and systems can be used from any directory: "
+                                        "agentfsm verify $(agentfsm tables loom-agent). The systems named "
+                                        "durable-run-as-it-was-* fail verify by design (their counterexamples "
+                                        "are the defects). Exit 0, 2 for an unknown NAME.")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="a bundled table's or system's name (its file "
+                                                                  "name without .yaml)")
     parser.set_defaults(func=run_tables)
 
 
@@ -53,13 +63,14 @@ def run_check(args: argparse.Namespace) -> int:
 def _check_json(args: argparse.Namespace) -> int:
     """``check --json``: every file checked, in order; exit 2 when any did not load."""
     from agentfsm.spec.system_load import is_system_file, load_system
-    values = parse_overrides(args.overrides)
+    per_table = overrides_by_table([path for path in args.tables if not is_system_file(path)],
+                                   parse_overrides(args.overrides))
     files: list[dict[str, Any]] = []
     for path in args.tables:
         system = is_system_file(path)
         entry: dict[str, Any] = {"file": path, "kind": "system" if system else "table"}
         try:
-            loaded = load_system(path) if system else load_table(path, values)
+            loaded = load_system(path) if system else load_table(path, per_table[path])
         except TableError as exc:
             entry.update(ok=False, summary=None, diagnostics=[
                 {"file": d.mark.file, "line": d.mark.line, "col": d.mark.col, "message": d.message}
@@ -74,10 +85,15 @@ def _check_json(args: argparse.Namespace) -> int:
 
 def run_tables(args: argparse.Namespace) -> int:
     paths = {path.stem: path for path in bundled_tables()}
+    systems = {path.stem: path for path in bundled_systems()}
+    paths.update((name, path) for name, path in systems.items() if name not in paths)
     for name in args.names:
         if name.removesuffix(".yaml") not in paths:
-            raise BadInput(f"no bundled table {name!r}{did_you_mean(name, paths)} "
-                           f"(the bundled tables: {', '.join(paths)})")
+            tables = [known for known in paths if known not in systems]
+            wanted = name.removesuffix(".yaml")
+            hint = did_you_mean(wanted, tables) or did_you_mean(wanted, systems)
+            raise BadInput(f"no bundled table or system {name!r}{hint} "
+                           f"(the bundled tables: {', '.join(tables)}; systems: {', '.join(systems)})")
     for name in args.names or list(paths):
         print(paths[name.removesuffix(".yaml")])
     return EXIT_OK

@@ -5,6 +5,7 @@ subcommand described, make verify's one-line summaries, crash shards adding up."
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -60,12 +61,28 @@ def test_out_dir_refuses_two_tables_of_one_machine(tmp_path: Path, capsys: pytes
 
 
 def test_tables_prints_bundled_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled tables, then the bundled systems (not the tables only systems use)."""
     code, out, _ = run_cli(["tables"], capsys)
     assert code == 0
-    assert [Path(line).name for line in out.splitlines()] == [t.name for t in TABLES]
+    systems = sorted((SPEC / "systems").glob("*.yaml"))
+    assert [Path(line).name for line in out.splitlines()] == [t.name for t in TABLES] + [s.name for s in systems]
     assert all(Path(line).is_file() for line in out.splitlines())
     code, out, _ = run_cli(["tables", "tool-call"], capsys)
     assert code == 0 and Path(out.strip()).read_bytes() == (SPEC / "tool-call.yaml").read_bytes()
+    code, out, _ = run_cli(["tables", "loom-with-tools", "loom-agent"], capsys)
+    assert code == 0 and [Path(line).name for line in out.splitlines()] == ["loom-with-tools.yaml", "loom-agent.yaml"]
+    code, _, err = run_cli(["tables", "loom-with-tool"], capsys)
+    assert code == 2 and "did you mean 'loom-with-tools'?" in err and "durable-run-fixed" in err
+
+
+def test_every_subcommand_s_help_states_its_exit_codes() -> None:
+    """A script or CI job reads the exit status: every --help says what 0 and 2 mean (and 1 where it can come)."""
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if a.dest == "command"]
+    choices = getattr(sub, "choices", {})
+    states = re.compile(r"\bExit\b.*\b0\b.*\b2\b", re.S)
+    silent = [name for name, p in choices.items() if not states.search(p.description or "")]
+    assert len(choices) == 18 and silent == []
 
 
 def test_every_subcommand_has_a_description() -> None:
@@ -157,3 +174,30 @@ def test_verify_junit_reports_systems_too(tmp_path: Path, capsys: pytest.Capture
     failures = [case.find("failure") for case in suite if case.find("failure") is not None]
     assert suite.get("failures") == str(len(failures)) != "0" and int(root.get("failures", "0")) >= len(failures)
     assert all(f is not None and f.get("type") and "store" in (f.text or "") for f in failures)
+
+
+def test_mistyped_names_get_the_right_suggestion(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["vectors", LOOM, "--sets", "row"], capsys)
+    assert code == 2 and "unknown coverage set 'row'; did you mean 'rows'?" in err
+    trace = str(tmp_path / "t.json")
+    code, _, err = run_cli(["verify", LOOM, "--trace-out", trace, "--check", "dead-rows"], capsys)
+    assert code == 2 and "did you mean 'dead-row'?" in err
+    code, _, err = run_cli(["verify", LOOM, "--check", "dead-row"], capsys)
+    assert code == 2 and "--check goes with --trace-out FILE" in err
+    code, _, err = run_cli(["check", LOOM, "--set", "max_retrys=3"], capsys)
+    assert code == 2 and "did you mean 'max_retries'?" in err
+    # Only the shared word 'max_' in common: no suggestion rather than a wrong one.
+    code, _, err = run_cli(["check", LOOM, "--set", "max_lookups=3"], capsys)
+    assert code == 2 and "no constant 'max_lookups'" in err and "did you mean" not in err
+
+
+def test_set_with_several_tables_applies_to_those_that_declare_the_constant(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tool_call = str(SPEC / "tool-call.yaml")
+    code, out, err = run_cli(["check", LOOM, tool_call, "--set", "max_retries=2"], capsys)
+    assert code == 0, err
+    code, out, _ = run_cli(["verify", "--summary", LOOM, tool_call, "--set", "max_retries=2"], capsys)
+    assert code == 0 and "loom-agent:" in out and "tool-call:" in out
+    code, _, err = run_cli(["check", LOOM, tool_call, "--set", "max_retrys=2"], capsys)
+    assert code == 2 and err.count("\n") == 1, "one message, not one per table"
+    assert "no table given has a constant 'max_retrys'; did you mean 'max_retries'?" in err

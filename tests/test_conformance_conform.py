@@ -247,3 +247,31 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows", "--json"]) == 0
     passing = json.loads(capsys.readouterr().out)
     assert passing["ok"] is True and passing["shortest_failure"] is None and passing["not_passed"] == []
+
+
+@pytest.mark.parametrize("adapter", ["nosuch-adapter-command",
+                                     "SHELL: echo started >> {log}; echo 'no model file' >&2; exit 3",
+                                     f"{semantics_adapter()[0]} {ROOT}/tests/adapters/adapter_broken.py exit-at-start"],
+                         ids=["missing", "exits", "exits-python"])
+def test_an_adapter_that_never_answers_a_reset_is_bad_input(adapter: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a verdict on the implementation: exit 2 at once (one start, not one per vector), saying why."""
+    log = tmp_path / "starts.log"
+    shell = adapter.startswith("SHELL: ")
+    command = adapter.removeprefix("SHELL: ").format(log=log)
+    assert main(["conform", str(LOOM), "--adapter", command, *(["--shell"] if shell else [])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "never answered its first reset" in err and "Traceback" not in err
+    assert "no vector was judged" in err
+    if shell:
+        assert log.read_text() == "started\n" and "exit status 3" in err and "no model file" in err
+    elif adapter.startswith("nosuch"):
+        assert "cannot start nosuch-adapter-command: No such file or directory" in err
+    else:
+        assert "exit status 4" in err and "adapter: cannot open model file" in err
+
+
+def test_an_adapter_that_answered_a_reset_and_then_died_is_a_failed_run(capsys: pytest.CaptureFixture[str]) -> None:
+    adapter = f"{semantics_adapter()[0]} {ROOT}/tests/adapters/adapter_broken.py crash"
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows", "--max-failures", "2"]) == 1
+    assert "exited" in capsys.readouterr().out

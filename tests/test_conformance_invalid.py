@@ -38,7 +38,8 @@ def test_every_kind_of_invalid_request_is_sent(invalid: list[Vector], loom: Tabl
     covers = " | ".join(v.covers[0] for v in invalid)
     for what in ("missing tool_calls", "tool_calls not an integer (true)", "tool_calls not an integer (\"0\")",
                  "tool_calls not an integer (0.5)", "tool_calls below its range (-1)",
-                 "tool_calls above its range (3)", "mutating not a boolean (1)", "extra parameter extra",
+                 "tool_calls above its range (3)", "tool_calls a 65-bit integer (2^64 + 0, 0 in 64-bit arithmetic)",
+                 "mutating not a boolean (1)", "extra parameter extra",
                  "NoSuchEvent: unknown event"):
         assert what in covers, what
     for vector in invalid:

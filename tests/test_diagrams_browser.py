@@ -14,9 +14,12 @@ import pytest
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import build
 from agentfsm.diagrams.render import keep_spaces
+from agentfsm.diagrams.sequence import sequence_mermaid
+from agentfsm.diagrams.violation import verdict
 from agentfsm.spec import load_table
 from conftest import ROOT, TABLES
 from headless import page_result
+from system_charts import AS_WAS, counterexamples
 
 PAGES = ROOT / "tests" / "browser"
 MERMAID_JS = ROOT / "tests" / "mermaid" / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
@@ -86,3 +89,42 @@ def test_the_overlap_check_sees_overlapping_labels() -> None:
     into their state's box: its labels overlapped on GitHub, and the check says so."""
     [result] = overlapping_labels([(PAGES / "overlapping-loom-agent.mmd").read_text()])
     assert len(result["overlaps"]) >= 3, result
+
+
+COMMITTED_MERMAID = sorted((ROOT / "diagrams").glob("**/*.mmd"))
+
+
+@pytest.fixture(scope="module")
+def committed_laid_out() -> dict[str, dict[str, Any]]:
+    """Every committed Mermaid file (tables and systems) as Chromium draws it, by path (one browser run)."""
+    results = overlapping_labels([path.read_text() for path in COMMITTED_MERMAID])
+    return {str(path.relative_to(ROOT)): result for path, result in zip(COMMITTED_MERMAID, results, strict=True)}
+
+
+@pytest.mark.parametrize("path", COMMITTED_MERMAID, ids=lambda p: str(p.relative_to(ROOT / "diagrams")))
+def test_committed_mermaid_draws_without_overlaps(path: Path, committed_laid_out: dict[str, dict[str, Any]]) -> None:
+    """What GitHub shows: a picture (not a syntax error) whose labels lie on no other label and,
+    in a system's flowchart, under no other edge's line."""
+    result = committed_laid_out[str(path.relative_to(ROOT))]
+    assert "error" not in result and result["labels"], result
+    assert result["overlaps"] == [] and result["crossings"] == []
+
+
+def test_the_crossing_check_sees_a_line_through_a_label() -> None:
+    """The vibework system's flowchart as it was committed: the environment's edge to the
+    sub-agent ran through the label of the sub-agent's results, and its durable-run pictures
+    stacked the labels of parallel edges."""
+    crossing, overlapping = overlapping_labels([(PAGES / "crossing-vibework-with-user.mmd").read_text(),
+                                                (PAGES / "overlapping-durable-run.mmd").read_text()])
+    assert crossing["crossings"] and len(overlapping["overlaps"]) >= 3, (crossing, overlapping)
+
+
+def test_counterexample_charts_draw_with_their_verdict() -> None:
+    """Each bundled as-was system's counterexample, as a sequence chart, shows the check it breaks."""
+    charts = [(sequence_mermaid(system, steps, trace), verdict(system, trace, steps))
+              for path in AS_WAS for system, trace, steps in counterexamples(path)]
+    assert charts and all(shown for _, shown in charts)
+    results = overlapping_labels([text for text, _ in charts])
+    for (text, shown), result in zip(charts, results, strict=True):
+        assert "error" not in result, (text, result)
+        assert shown is not None and "".join(shown.split()) in "".join(result["text"].split()), shown

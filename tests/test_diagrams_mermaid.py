@@ -5,21 +5,25 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from agentfsm.diagrams.explored import config_graph, explored_mermaid
 from agentfsm.diagrams.mermaid import to_mermaid
 from agentfsm.diagrams.model import build
 from agentfsm.diagrams.overlay import coverage_overlay, trace_overlay
+from agentfsm.diagrams.sequence import sequence_mermaid, structure_mermaid
 from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.verify.explore import explore
 from conftest import ROOT, TABLES
+from system_charts import AS_WAS, KEYWORDS, counterexamples, keyword_system, walk
 
 CHECKER = ROOT / "tests" / "mermaid"
+PICTURES = ROOT / "diagrams"
 
 
-def mermaid_errors(texts: list[str]) -> list[str | None]:
-    """Mermaid's parse error for each text (None: it parses as a state diagram)."""
+def mermaid_results(texts: list[str]) -> list[dict[str, str]]:
+    """For each text the type of diagram Mermaid parses it as ({"type": ...}), else its error ({"error": ...})."""
     if shutil.which("npm") is None or shutil.which("node") is None:
         pytest.skip("npm is not installed: cannot run Mermaid's parser")
     assert (CHECKER / "node_modules" / "mermaid").is_dir(), \
@@ -27,8 +31,14 @@ def mermaid_errors(texts: list[str]) -> list[str | None]:
     proc = subprocess.run(["node", str(CHECKER / "check.mjs")], input=json.dumps(texts), capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
-    result: list[str | None] = json.loads(proc.stdout)
+    result: list[dict[str, str]] = json.loads(proc.stdout)
     return result
+
+
+def mermaid_errors(texts: list[str]) -> list[str | None]:
+    """Mermaid's parse error for each text (None: it parses as a state diagram)."""
+    return [None if result.get("type") == "stateDiagram" else result.get("error", f"parsed as {result.get('type')}")
+            for result in mermaid_results(texts)]
 
 
 def overlays(loom: Table) -> list[str]:
@@ -74,3 +84,37 @@ def test_the_parser_rejects_broken_mermaid() -> None:
     assert errors[0] is not None and "Parse error" in errors[0]
     assert errors[1] is not None
     assert errors[2] == "parsed as flowchart-v2"
+
+
+def committed_mermaid() -> list[Path]:
+    return sorted(PICTURES.glob("**/*.mmd"))
+
+
+def test_every_committed_mermaid_file_parses() -> None:
+    """Tables (state diagrams) and systems (flowcharts): what GitHub shows is a picture, not an error."""
+    paths = committed_mermaid()
+    assert len(paths) > len(TABLES)
+    kinds = {"stateDiagram-v2": "stateDiagram", "flowchart": "flowchart-v2", "sequenceDiagram": "sequence"}
+    texts = [p.read_text() for p in paths]
+    results = mermaid_results(texts)
+    wanted = [{"type": kinds[text.split("\n")[0].split()[0] if not text.startswith("---") else "stateDiagram-v2"]}
+              for text in texts]
+    assert results == wanted, {p.name: r for p, r, w in zip(paths, results, wanted, strict=True) if r != w}
+
+
+def test_instances_named_after_mermaid_keywords_draw(tmp_path: Path) -> None:
+    """A node id or participant never clashes with a word of Mermaid's grammar (``call`` did)."""
+    texts = []
+    for first, second in zip(KEYWORDS, KEYWORDS[1:] + KEYWORDS[:1], strict=True):
+        system = keyword_system(tmp_path, first, second)
+        texts += [structure_mermaid(system), sequence_mermaid(system, walk(system, 4))]
+    results = mermaid_results(texts)
+    wanted = [{"type": "flowchart-v2"}, {"type": "sequence"}] * len(KEYWORDS)
+    assert results == wanted, "\n\n".join(f"{text}\n=> {r}" for text, r, w in zip(texts, results, wanted, strict=True)
+                                          if r != w)
+
+
+@pytest.mark.parametrize("path", AS_WAS, ids=lambda p: p.stem)
+def test_counterexample_charts_parse(path: Path) -> None:
+    texts = [sequence_mermaid(system, steps) for system, _, steps in counterexamples(path)]
+    assert texts and mermaid_results(texts) == [{"type": "sequence"}] * len(texts)

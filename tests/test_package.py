@@ -19,7 +19,8 @@ SOURCES = ("pyproject.toml", "README.md", "agentfsm", "spec", "impl", "verify", 
 
 
 def build_wheel(tmp: Path) -> Path:
-    """``python -m build --wheel`` on a copy of the sources (the checkout's build/ stays as it is)."""
+    """``python -m build --wheel`` on a copy of the sources (the checkout's build/ stays as it is);
+    what the build printed is kept in ``tmp/build.log``."""
     src = tmp / "src"
     src.mkdir()
     for name in SOURCES:
@@ -27,8 +28,9 @@ def build_wheel(tmp: Path) -> Path:
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.svg", "*.mmd"))
         else:
             shutil.copy(ROOT / name, src / name)
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
-                    str(src)], check=True, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp / "dist"),
+                           str(src)], check=True, capture_output=True, text=True, timeout=600)
+    (tmp / "build.log").write_text(done.stdout + done.stderr)
     [wheel] = (tmp / "dist").glob("agentfsm-*.whl")
     return wheel
 
@@ -59,9 +61,13 @@ def use_installed(bin_dir: Path, cwd: Path) -> None:
     where = subprocess.run([str(bin_dir / "python"), "-c", "import agentfsm; print(agentfsm.__file__)"],
                            capture_output=True, text=True, cwd=cwd, check=True).stdout
     assert where.startswith(str(bin_dir.parent)), f"agentfsm imported from {where}, not the new environment"
-    paths = agentfsm("tables").split()
-    assert [Path(p).name for p in paths] == [t.name for t in TABLES]
-    assert all(p.startswith(str(bin_dir.parent)) for p in paths)
+    listed = agentfsm("tables").split()
+    systems = sorted((ROOT / "spec" / "systems").glob("*.yaml"))
+    assert [Path(p).name for p in listed] == [t.name for t in TABLES] + [s.name for s in systems]
+    assert all(p.startswith(str(bin_dir.parent)) for p in listed)
+    paths = listed[:len(TABLES)]
+    [system] = agentfsm("tables", "loom-with-tools").split()
+    assert "all checks hold" in agentfsm("verify", system), "a bundled system finds its tables where it is installed"
     [loom] = agentfsm("tables", "loom-agent").split()
     assert "loom-agent: 76 configurations" in agentfsm("verify", "--summary", loom)
     assert "checks hold" in agentfsm("verify", *paths)
@@ -74,6 +80,9 @@ def test_wheel_has_the_tables_and_the_schema(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"agentfsm/spec/{t.name}" for t in TABLES} | {"agentfsm/spec/schema.json", "agentfsm/py.typed"} <= names
+    [metadata] = [name for name in names if name.endswith(".dist-info/METADATA")]
+    assert "License-Expression: MIT" in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+    assert "project.license" not in (tmp_path / "build.log").read_text(), "the license is an SPDX string"
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     use_installed(fresh_venv(tmp_path / "venv", wheel, with_deps=False), outside)

@@ -83,8 +83,8 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", LOOM, "--format", "mermaid"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("flowchart LR") and 'agent -->|"ExecuteTools → Execute (each)"| call' in out
-    assert 'call["call ×2<br/>loom-tool"]' in out
+    assert out.startswith("flowchart LR") and 'i_agent <-->|"agent: ExecuteTools → Execute (each)<br/>' in out
+    assert 'i_call["<b>call ×2</b><br/>loom-tool<br/><i>from the environment:</i><br/>Finished"]' in out
     picture = tmp_path / "loom.svg"
     assert main(["diagram", LOOM, "-o", str(picture)]) == 0
     assert b"<svg" in picture.read_bytes() and b"ExecuteTools" in picture.read_bytes()
@@ -94,7 +94,10 @@ def test_diagram_draws_instances_links_and_a_sequence_chart(tmp_path: Path,
     assert main(["diagram", RACE, "--trace", str(trace), "--format", "mermaid"]) == 0
     chart = capsys.readouterr().out.splitlines()
     assert chart[:2] == ["sequenceDiagram", "    title counter-race: invariant no-lost-update"]
-    assert "    inc_0-)counter: Write(1)" in chart and chart[-1] == "    Note over counter: takes Write(1)"
+    assert "    i_inc_0_-)i_counter: Write(v=1)" in chart
+    assert chart[-2] == "    Note over i_counter: 8. takes Write(v=1)"
+    assert chart[-1].startswith("    Note over environment,i_counter: ✗ invariant no-lost-update broken: ")
+    assert chart[-1].endswith("(inc[0].state = Done, inc[1].state = Done,<br/>counter.mailbox = 0, counter.value = 1)")
     svg = tmp_path / "race.svg"
     assert main(["diagram", RACE, "--trace", str(trace), "-o", str(svg)]) == 0
     assert svg.read_bytes().count(b"marker-end") == 8  # 2 inputs and 6 messages

@@ -450,7 +450,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "frozen and, with --pg-dir, the PostgreSQL server SIGKILLed and restarted), finish every run "
                     "as a user would, and print a table of duplicated effects, lost steps, stuck runs, unclean "
                     "errors and damage reported or repaired. Exit 0 when no effect was duplicated, no step lost, "
-                    "no run stuck and no error unclean; 1 otherwise.")
+                    "no run stuck and no error unclean; 1 otherwise; 2 on bad input.")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS + WORKER_SCENARIOS, default=[],
                         help="a scenario to run (repeatable; default: the SQLite ones, and the worker ones with --pg)")
     parser.add_argument("--trials", type=int, default=5, metavar="N", help="trials per scenario (default 5)")

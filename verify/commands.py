@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, TableError, load_table
+from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
 from agentfsm.verify.checks import KINDS, Verdict, run_checks
 from agentfsm.verify.explore import ExplorationLimit, explore
@@ -43,6 +44,7 @@ from agentfsm.cliutil import (
     add_set_option,
     deprecated,
     load_tables,
+    overrides_by_table,
     parse_overrides,
 )
 
@@ -98,7 +100,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     parser = sub.add_parser("export", help="export a table to another model checker's language",
                             description="Print the table as a Promela model for Spin (reachable configurations "
-                                        "and invariant assertions match the verifier's).")
+                                        "and invariant assertions match the verifier's). Exit 0, 2 on bad input.")
     parser.add_argument("--format", choices=("promela",), help="the output language: promela (Spin)")
     parser.add_argument("--promela", action="store_true", help="deprecated spelling of --format promela")
     parser.add_argument("table", metavar="TABLE")
@@ -168,15 +170,18 @@ def _limit(args: argparse.Namespace, default: int) -> tuple[int, int | None]:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    if args.check and not args.trace_out:
+        raise BadInput(f"--check {args.check}: --check goes with --trace-out FILE (the check whose "
+                       "counterexample to write)")
     table_paths, system_paths = split_systems(args.tables)
-    values = parse_overrides(args.overrides)
+    per_table = overrides_by_table(table_paths, parse_overrides(args.overrides))
     table_limit, table_default = _limit(args, DEFAULT_MAX_CONFIGURATIONS)
     results: list[Verdict | Unverified] = []
     seconds: list[float] = []
     for path in table_paths:
         start = time.perf_counter()
         try:
-            table = load_table(path, values)
+            table = load_table(path, per_table[path])
         except TableError as exc:
             for diagnostic in exc.diagnostics:
                 print(diagnostic, file=sys.stderr)
@@ -265,7 +270,8 @@ def _write_traces(args: argparse.Namespace, verdicts: list[Verdict], system_verd
         known = ({c.name or c.kind for v in verdicts for c in v.checks}
                  | {c.name or c.kind for v in system_verdicts for c in v.checks} | set(KINDS))
         if args.check not in known:
-            raise BadInput(f"--check {args.check}: no check of that name (names: {', '.join(sorted(known))})")
+            raise BadInput(f"--check {args.check}: no check of that name{did_you_mean(args.check, known)} "
+                           f"(names: {', '.join(sorted(known))})")
         failing = [f for f in failing if args.check in (f[2], f[1])]
     if failing:
         _write(args.trace_out, failing[0][3])

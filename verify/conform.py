@@ -19,7 +19,16 @@ from typing import Any, Literal
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
-from agentfsm.verify.harness import AdapterFailure, Message, Observation, Session, Transport, Unsupported, encode
+from agentfsm.verify.harness import (
+    AdapterDidNotStart,
+    AdapterFailure,
+    Message,
+    Observation,
+    Session,
+    Transport,
+    Unsupported,
+    encode,
+)
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
 
@@ -128,9 +137,13 @@ class Runner:
     is killed, and a fresh one gets the vectors that were in flight and the rest.
     """
 
-    def __init__(self, table: Table, connect: Callable[[], Transport]) -> None:
+    def __init__(self, table: Table, connect: Callable[[], Transport], must_start: bool = False) -> None:
+        """``must_start``: an adapter that cannot start or exits before answering the run's first
+        reset raises AdapterDidNotStart at once instead of failing every vector (``conform``)."""
         self.table = table
         self.connect = connect
+        self.must_start = must_start
+        self.started = False   # some adapter has answered a reset
         self.session: Session | None = None
         self.stray_checks = STRAY_CHECKS
         self.awaiting = 0   # the reply being read: 0 the reset's, N step N's
@@ -236,6 +249,9 @@ class Runner:
         return result
 
     def _adapter_failed(self, result: VectorResult, exc: AdapterFailure) -> None:
+        if self.must_start and not self.started and exc.kind in ("start", "exited"):
+            self.close()
+            raise AdapterDidNotStart(exc)
         vector = result.vector
         where = _where(vector, self.awaiting)
         if result.status == "pass" and 0 < self.awaiting <= len(vector.steps):
@@ -249,6 +265,7 @@ class Runner:
 
     def _read_steps(self, session: Session, vector: Vector, result: VectorResult) -> None:
         reply = session.next_reply("reset")
+        self.started = True
         left = len(vector.steps)
         if isinstance(reply, Unsupported):
             result.status, result.message = "not-implemented", f"reset: {reply.error}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shlex
 import signal
 import sys
 import tempfile
@@ -15,11 +16,19 @@ from types import FrameType
 from typing import TextIO, TypeAlias
 
 from agentfsm.spec.model import Table
+from agentfsm.spec.suggest import did_you_mean
 from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
 from agentfsm.verify.conform import Runner, format_report, junit_suite, report_json, row_coverage
-from agentfsm.verify.harness import ProcessTransport, Transport, WithoutVars, kill_all, split_command
+from agentfsm.verify.harness import (
+    AdapterDidNotStart,
+    ProcessTransport,
+    Transport,
+    WithoutVars,
+    kill_all,
+    split_command,
+)
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
 from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
@@ -65,7 +74,8 @@ def _sets(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in names if s not in gen.SETS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown coverage set {unknown[0] if unknown else text!r}; "
+        hint = did_you_mean(unknown[0], gen.SETS) if unknown else ""
+        raise argparse.ArgumentTypeError(f"unknown coverage set {unknown[0] if unknown else text!r}{hint}; "
                                          f"choose from {', '.join(gen.SETS)}")
     return names
 
@@ -94,7 +104,7 @@ def _register_vectors(sub: Sub) -> None:
                     "Coverage sets: every row, every (reachable configuration, event) pair including "
                     "rejected ones, every pair of consecutive rows, seeded random walks, and every pair again "
                     "followed by suffixes that tell the configuration reached from its look-alikes. "
-                    "See docs/conformance.md.")
+                    "See docs/conformance.md. Exit 0, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     _add_generation_options(parser)
@@ -145,7 +155,8 @@ def _register_conform(sub: Sub) -> None:
         description="Start the adapter COMMAND (split into words, no shell unless --shell), speak the adapter "
                     "protocol of docs/conformance.md on its stdin/stdout, run every vector with a reset before "
                     "each, and compare accepted, state, actions and reported vars. Prints the shortest failing "
-                    "vector step by step. Exit 0 when every vector passes, 1 otherwise, 2 on bad input.")
+                    "vector step by step. Exit 0 when every vector passes, 1 otherwise, 2 on bad input (an adapter "
+                    "that cannot start or exits before answering its first reset included).")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("--adapter", required=True, metavar="COMMAND", help="the command that starts the adapter")
     parser.add_argument("--shell", action="store_true", help="run COMMAND with /bin/sh -c")
@@ -202,8 +213,11 @@ def run_conform(args: argparse.Namespace) -> int:
     if args.max_failures == 0:
         raise BadInput("--max-failures must be at least 1")
     with ending_adapters():
-        report = Runner(table, connect).run(vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr),
-                                            args.max_failures)
+        try:
+            report = Runner(table, connect, must_start=True).run(
+                vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr), args.max_failures)
+        except AdapterDidNotStart as exc:
+            raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(report_json(report), indent=1) if args.json else format_report(report))
     _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     if args.coverage_out:

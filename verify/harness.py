@@ -54,6 +54,20 @@ class AdapterFailure(Exception):
         return text
 
 
+class AdapterDidNotStart(Exception):
+    """The adapter could not be started, or exited before answering its first reset: the
+    command or its set-up is wrong (bad input), so no vector says anything about the implementation."""
+
+    def __init__(self, failure: AdapterFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+    def describe(self) -> str:
+        how = "could not be started" if self.failure.kind == "start" else "exited"
+        return (f"the adapter never answered its first reset (it {how}), so no vector was judged: check the "
+                f"command and what it needs\n  {self.failure.describe()}")
+
+
 class Transport(Protocol):
     """Requests out, replies back in order; ``close`` ends the implementation.
 

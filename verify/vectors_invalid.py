@@ -3,11 +3,12 @@
 The protocol requires an adapter to validate what it is sent: an unknown event, a
 missing or extra parameter, a value of the wrong type or outside the declared range
 is answered ``{"ok": false}``, and the implementation carries on from the same
-configuration. Each vector reaches a configuration where the event is accepted (the
-shortest way), sends one bad variant of it, expects the refusal, then sends a valid
-event whose expectation is computed from the unchanged configuration: an
-implementation that applied the bad request (with a default, a clamp, a truthy
-``1``) answers it differently.
+configuration. Only what every JSON parser tells apart is sent: ``1.0`` for an integer,
+``params: null`` or no ``params`` key are left to the implementation (docs/conformance.md).
+Each vector reaches a configuration where the event is accepted (the shortest way),
+sends one bad variant of it, expects the refusal, then sends a valid event whose
+expectation is computed from the unchanged configuration: an implementation that
+applied the bad request (with a default, a clamp, a truthy ``1``) answers it differently.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def bad_params(event: Event, good: dict[str, Any]) -> Iterator[tuple[str, dict[s
             yield f"{p.name} not an integer ({p.lo}.5)", {**good, p.name: p.lo + 0.5}
             yield f"{p.name} below its range ({p.lo - 1})", {**good, p.name: p.lo - 1}
             yield f"{p.name} above its range ({p.hi + 1})", {**good, p.name: p.hi + 1}
+            # Parsed into 64 bits without a check it wraps round into the range.
+            yield (f"{p.name} a 65-bit integer (2^64 + {p.lo}, {p.lo} in 64-bit arithmetic)",
+                   {**good, p.name: 2**64 + p.lo})
     extra = "extra"
     while any(p.name == extra for p in event.params):
         extra += "_"

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="queue runs of a table, each with a script of events, for workers",
                        description="Create runs of TABLE in a shared store and queue them for `agentfsm worker`. "
                                    "The event script (YAML: events: [NAME or {NAME: {param: value}}, ...]) lists "
-                                   "the events each run receives, in order. Prints the run ids.")
+                                   "the events each run receives, in order. Prints the run ids. Exit 0, 2 on bad "
+                                   "input.")
     p.add_argument("table", metavar="TABLE")
     p.add_argument("--store", required=True, metavar="URL", help=STORE_HELP)
     p.add_argument("--script", required=True, metavar="FILE", help="an event script: the events to deliver")
@@ -51,7 +52,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "durably, and mark it done (or blocked on a user decision). Several workers "
                                    "on several machines may share one store; a run belongs to one of them at "
                                    "a time, through a lease with a fencing token. SIGTERM or Ctrl-C stops after "
-                                   "the runs in hand.")
+                                   "the runs in hand. Exit 0 when stopped (or idle with --exit-when-idle), "
+                                   "2 on bad input.")
     w.add_argument("tables", nargs="+", metavar="TABLE", help="the tables whose runs this worker serves")
     w.add_argument("--store", required=True, metavar="URL", help=STORE_HELP)
     w.add_argument("--concurrency", type=int, default=1, metavar="N", help="runs served at once (threads)")
