@@ -19,7 +19,7 @@ from agentfsm.spec import commands as spec_commands
 from agentfsm.spec.suggest import closest, did_you_mean
 from agentfsm.verify import chaos, conformance_commands, crash_commands
 from agentfsm.verify import commands as verify_commands
-from agentfsm.verify.explore import ExplorationLimit
+from agentfsm.verify.explore import DEFAULT_NOTE, ExplorationLimit
 
 RESERVE_BYTES = 16 << 20   # memory held back for saying "out of memory" once it runs out
 PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands, chaos,
@@ -106,7 +106,8 @@ def run(args: argparse.Namespace, reserve: list[bytearray]) -> int:
         print(f"agentfsm: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ExplorationLimit as exc:
-        print(f"agentfsm: error: exploration stopped, {exc.reason}: {exc.configurations:,} configurations and "
+        reason = exc.reason if "max_configurations" in args else exc.reason.replace(DEFAULT_NOTE, "the default limit")
+        print(f"agentfsm: error: exploration stopped, {reason}: {exc.configurations:,} configurations and "
               f"{exc.transitions:,} transitions explored, to breadth-first depth {exc.depth}; narrow the bounds "
               f"with --set NAME=VALUE", file=sys.stderr)
         return EXIT_BAD_INPUT

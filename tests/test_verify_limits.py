@@ -140,3 +140,29 @@ def test_json_output_follows_its_published_schema(tmp_path: Path, capsys: pytest
     kinds = {c["kind"] for t in data["tables"] for c in t.get("checks", [])}
     assert {"eventually", "leads-to", "always-reachable", "no-cycle-within"} <= kinds
     assert [t["error"]["kind"] for t in data["tables"] if "error" in t] == ["load", "limit"]
+
+
+@pytest.mark.parametrize("command", [["vectors"], ["mutants"], ["crash"],
+                                     ["diagram", "--explored", "--format", "mermaid"]],
+                         ids=["vectors", "mutants", "crash", "diagram"])
+def test_every_command_that_explores_stops_at_the_default_limit(
+        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Not only ``verify``: a huge bound stopped ``vectors`` nowhere (nothing printed for minutes)."""
+    from agentfsm.verify import explore
+    monkeypatch.setattr(explore, "DEFAULT_MAX_CONFIGURATIONS", 50)
+    acting = COUNTER.replace("states:", "actions: {Call: {effect: external, idempotent: true}}\nstates:").replace(
+        "set: {x: x + 1}}", "set: {x: x + 1}, emit: [Call]}")   # crash skips a table that acts on nothing
+    table = write(tmp_path, "count.yaml", acting)
+    code, _, err = run_cli([*command, str(table)], capsys)
+    assert code == 2, err
+    assert "more than 50 configurations (the default limit" in err
+    assert "Traceback" not in err
+
+
+def test_vectors_take_max_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = write(tmp_path, "count.yaml", COUNTER.replace("100000000", "1000"))
+    code, _, err = run_cli(["vectors", "--max-configurations", "100", str(table)], capsys)
+    assert code == 2 and "more than 100 configurations (--max-configurations 100)" in err
+    code, _, err = run_cli(["vectors", "--max-configurations", "5000", "--sets", "rows", str(table)], capsys)
+    assert code == 0, err

@@ -13,7 +13,7 @@ from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
 from agentfsm.verify.checks import KINDS, Verdict, run_checks
-from agentfsm.verify.explore import ExplorationLimit, explore
+from agentfsm.verify.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit, explore
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
@@ -49,9 +49,7 @@ from agentfsm.cliutil import (
 )
 
 # What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").
-DEFAULT_MAX_CONFIGURATIONS = 5_000_000
 DEFAULT_MAX_SYSTEM_CONFIGURATIONS = 1_000_000
-DEFAULT_NOTE = "the default limit; raise it with --max-configurations N"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

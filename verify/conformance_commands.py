@@ -21,6 +21,7 @@ from agentfsm.verify import mutants as mutation
 from agentfsm.verify import vectors as gen
 from agentfsm.verify.audit import LogError, audit, format_audit, read_log
 from agentfsm.verify.conform import Runner, format_report, junit_suite, report_json, row_coverage
+from agentfsm.verify.explore import DEFAULT_MAX_CONFIGURATIONS, explore
 from agentfsm.verify.harness import (
     AdapterDidNotStart,
     ProcessTransport,
@@ -81,6 +82,9 @@ def _sets(text: str) -> list[str]:
 
 
 def _add_generation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-configurations", type=_count, default=None, metavar="N",
+                        help="stop when the exploration finds more than N configurations (exit 2; "
+                             f"default {DEFAULT_MAX_CONFIGURATIONS:,})")
     parser.add_argument("--walks", type=_count, default=gen.DEFAULT_WALKS, metavar="N",
                         help=f"random walks to add (default {gen.DEFAULT_WALKS})")
     parser.add_argument("--seed", type=int, default=gen.DEFAULT_SEED, metavar="S",
@@ -114,6 +118,7 @@ def _register_vectors(sub: Sub) -> None:
 
 def _generate(args: argparse.Namespace, table: Table) -> tuple[Manifest, Sequence[Vector]]:
     manifest, vectors = gen.generate_extended(table, args.sets, args.walks, args.seed, args.walk_length,
+                                              explore(table, None, args.max_configurations),
                                               budget=args.budget, extra_states=args.extra_states)
     if args.extra_states:
         print(f"{table.machine}: {len(vectors)} vectors, {vectors.extra_count} of them for up to "

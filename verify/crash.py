@@ -37,7 +37,7 @@ from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import StepResult
-from agentfsm.verify.explore import Label, explore
+from agentfsm.verify.explore import Exploration, Label, explore
 
 RUN = "run"
 MODES = ("plain", "status")
@@ -164,8 +164,9 @@ class CrashChecker:
 
     def __init__(self, table: Table, runtime: Runtime = DurableRun,
                  approvals: Mapping[str, float | None] | None = None, depth: int | None = None,
-                 modes: Sequence[str] = MODES, races: bool = True) -> None:
+                 modes: Sequence[str] = MODES, races: bool = True, exploration: Exploration | None = None) -> None:
         self.table = table
+        self._exploration = exploration
         self.runtime = runtime
         self.options = Options(approvals=dict(approvals or {}), clock=lambda: 0.0)
         self.depth = depth
@@ -173,6 +174,13 @@ class CrashChecker:
         self.races = races
         self.report = CrashReport(table.machine)
         self.stepper = MemoStepper(table)
+
+    @property
+    def exploration(self) -> Exploration:
+        """The table's configurations, explored once (and before any fork, when given)."""
+        if self._exploration is None:
+            self._exploration = explore(self.table)
+        return self._exploration
 
     # -- running -------------------------------------------------------------------------
 
@@ -345,7 +353,7 @@ class CrashChecker:
               shard: tuple[int, int] = (0, 1)) -> CrashReport:
         """Every scenario of every configuration; ``shard`` (K, N) takes only every Nth
         configuration from the Kth, so that N processes share the work."""
-        ex = explore(self.table)
+        ex = self.exploration
         configs = [i for i in range(ex.count) if self.depth is None or len(ex.path(i)) <= self.depth]
         self.report.configurations = len(configs)
         k, n = shard

@@ -13,6 +13,7 @@ from agentfsm.impl.script import AgentScript, ScriptError, load_script
 from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
 from agentfsm.verify.crash_agent import AgentCrash
 from agentfsm.verify.crash_kill import kill_scenarios
+from agentfsm.verify.explore import explore
 from agentfsm.verify.forking import Forked
 
 from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
@@ -125,9 +126,10 @@ def run_crash(args: argparse.Namespace) -> int:
     jobs = args.jobs or len(os.sched_getaffinity(0))
     start = time.perf_counter()
     show = not args.json and sys.stderr.isatty()
+    explored = explore(table)   # once, here: its limit is this process's error, and the shards share it
 
     def shard(k: int) -> CrashReport:
-        checker = CrashChecker(table, approvals=approvals, depth=args.depth)
+        checker = CrashChecker(table, approvals=approvals, depth=args.depth, exploration=explored)
         checker.options.snapshot_every = args.snapshot_every
         progress = None
         if show and k == 0:

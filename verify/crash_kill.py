@@ -23,7 +23,7 @@ from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.verify.crash import RUN, CrashChecker, compare, describe_scenario, observe
-from agentfsm.verify.explore import Label, explore
+from agentfsm.verify.explore import Label
 from agentfsm.verify.forking import Forked, ForkTimeout
 
 CHILD_TIMEOUT = 60.0
@@ -87,7 +87,7 @@ def forked(work: ChildRun, checker: CrashChecker, cwd: Path, timeout: float) -> 
 def pick(checker: CrashChecker, n: int) -> list[tuple[list[Label], Label, int, int]]:
     """``n`` scenarios (prefix, event, boundary offset before the step, boundary in the step),
     spread evenly over every step boundary, preferring steps that run external effects."""
-    ex = explore(checker.table)
+    ex = checker.exploration
     candidates: list[tuple[list[Label], Label, int, int]] = []
     others: list[tuple[list[Label], Label, int, int]] = []
     for i in range(ex.count):

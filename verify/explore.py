@@ -61,6 +61,10 @@ CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
 LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
 LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
 MEMO_LIMIT = 4096
+# Where an exploration stops unless told otherwise, so that a huge bound ends with a message
+# rather than a machine out of memory (docs/verifier.md, "Resource limits").
+DEFAULT_MAX_CONFIGURATIONS = 5_000_000
+DEFAULT_NOTE = "the default limit; raise it with --max-configurations N"
 
 
 @dataclass(frozen=True)
@@ -305,9 +309,10 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
             max_configurations: int | None = None) -> Exploration:
     """Explore breadth-first from the initial configuration; see the module docstring.
 
-    Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (checked
-    between chunks or batches, so the count may overshoot by one's successors) or when memory
-    runs out; the partial graph is dropped before raising, so the caller has room to report."""
+    Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (by default
+    ``DEFAULT_MAX_CONFIGURATIONS``; checked between chunks or batches, so the count may
+    overshoot by one's successors) or when memory runs out; the partial graph is dropped
+    before raising, so the caller has room to report."""
     ex = Exploration(table)
     try:
         _run(ex, progress, max_configurations)
@@ -337,10 +342,11 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     wide = LEVEL_MIN if LEVEL_MIN is not None and explore_levels.applicable(table, len(ex.labels)) else None
     reported = 0
     scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
+    cap = DEFAULT_MAX_CONFIGURATIONS if limit is None else limit
 
     def report(count: int, transitions: int, last: int, finished: bool) -> None:
         nonlocal reported
-        if finished or last + 1 - reported >= PROGRESS_EVERY or (limit is not None and count > limit):
+        if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
             reported = last + 1
             _report(ex, count, transitions, last, built[1], progress, limit)
 
@@ -454,8 +460,15 @@ def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Se
     ex.reached = (count, transitions, depth)
     if progress is not None:
         progress(count)
-    if limit is not None and count > limit:
-        raise ExplorationLimit(f"more than {limit:,} configurations (--max-configurations {limit})", *ex.reached)
+    if count > (DEFAULT_MAX_CONFIGURATIONS if limit is None else limit):
+        raise ExplorationLimit(_past(limit), *ex.reached)
+
+
+def _past(limit: int | None) -> str:
+    """Why an exploration stopped at ``limit`` (``None``: the default one)."""
+    if limit is None:
+        return f"more than {DEFAULT_MAX_CONFIGURATIONS:,} configurations ({DEFAULT_NOTE})"
+    return f"more than {limit:,} configurations (--max-configurations {limit})"
 
 
 def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
