@@ -95,10 +95,12 @@ def bwrap_argv(bwrap: str, workdir: Path, command: Sequence[str], limits: Limits
             argv += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--perms", "0755", "--dir", "/etc",
+             "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",  # Debian's program links (awk)
+             "--proc", "/proc", "--dev", "/dev"]
     for parent in reversed(workdir.parents[:-1]):  # traversable by nobody, whatever the host's modes
         argv += ["--perms", "0755", "--dir", str(parent)]
-    argv += ["--ro-bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    argv += ["--ro-bind", str(workdir), str(workdir), "--remount-ro", "/", "--chdir", str(workdir)]
     for name, value in ENVIRONMENT.items():
         argv += ["--setenv", name, value]
     argv.append("--")
@@ -155,7 +157,10 @@ class Sandbox:
         try:
             argv = bwrap_argv(confinement.bwrap, workdir, command, self.limits, info_write)
             try:
-                return await run_process(argv, workdir, timeout, pass_fds=(info_write,), stop_over=MAX_OUTPUT)
+                # bubblewrap itself gets no more of agentfsm's environment than the command: the
+                # sandbox's first process keeps the environment it started with, in /proc/1/environ.
+                return await run_process(argv, workdir, timeout, ENVIRONMENT, pass_fds=(info_write,),
+                                         stop_over=MAX_OUTPUT)
             finally:
                 await _sandbox_gone(info_read)
         finally:

@@ -125,7 +125,10 @@ class Workspace:
         self.root = Path(root).resolve()
 
     def path(self, given: str) -> Path:
-        target = (self.root / given).resolve()
+        try:
+            target = (self.root / given).resolve()
+        except RuntimeError:
+            raise ToolError(f"path {given!r} is a symlink loop") from None
         if not self.inside(target):
             raise ToolError(f"path {given!r} is outside the work directory")
         return target
@@ -165,10 +168,9 @@ async def run_process(argv: Sequence[str], cwd: Path, timeout: float, env: Mappi
             while chunk := await process.stdout.read(1 << 16):
                 size += len(chunk)
                 kept += chunk[:max(0, MAX_OUTPUT - len(kept))]
-                if stop_over is not None and size > stop_over:
+                if stop_over is not None and size > stop_over and not stopped:
                     stopped = True
-                    kill()
-                    break
+                    kill()  # what it wrote before it died is drained, and dropped
             await process.wait()
     except BaseException:
         kill()
@@ -176,7 +178,7 @@ async def run_process(argv: Sequence[str], cwd: Path, timeout: float, env: Mappi
         raise
     text = bytes(kept).decode("utf-8", "replace")
     if stopped:
-        text += f"\n[... stopped after {MAX_OUTPUT} bytes: the output went on]"
+        text = f"[stopped: the output went past {stop_over} bytes, so the command was killed]\n{text}"
     elif size > MAX_OUTPUT:
         text += f"\n[... {size - MAX_OUTPUT} more bytes]"
     return process.returncode or 0, text
