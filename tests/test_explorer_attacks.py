@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 from agent_runs import run
 from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
+from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.agents.sandbox import probe
+from agentfsm.impl.llm.client import Say, ScriptedLlm
+from agentfsm.spec import load_table
+from conftest import SPEC
 
 pytestmark = pytest.mark.skipif(not probe().available, reason=f"no sandbox here: {probe().reason}")
 
@@ -247,3 +251,67 @@ def test_the_attack_corpus(attack: Case, hostile: Path, monkeypatch: pytest.Monk
 
 def test_the_corpus_is_the_issues_size() -> None:
     assert len(CORPUS) >= 40
+
+
+def test_the_hostile_repository_attacks_when_unconfined(hostile: Path) -> None:
+    """The corpus's repository really runs programs: git run outside the sandbox writes the files
+    the sandboxed runs could not (so those cases can fail)."""
+    for command in (["git", "status"], ["git", "diff"], ["git", "x"]):
+        subprocess.run(command, cwd=hostile, capture_output=True, env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1"})
+    assert {"PWNED3", "PWNED4", "PWNED5"} <= {p.name for p in hostile.iterdir()}
+
+
+def test_the_sandbox_has_no_privileges_network_or_writable_place(layout: Path) -> None:
+    runner = CommandRunner(layout, run_allowed=("sh",))
+    status = run(runner.run(Command("run", 'sh -c "cat /proc/self/status"')))
+    assert "NoNewPrivs:\t1" in status and "CapEff:\t0000000000000000" in status
+    interfaces = run(runner.run(Command("run", 'sh -c "cat /proc/net/dev"'))).splitlines()[3:]
+    assert [line.split(":")[0].strip() for line in interfaces] == ["lo"]
+    top = set(run(runner.run(Command("run", 'sh -c "ls /"'))).splitlines()[1:])
+    assert top <= {"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", layout.parts[1]}
+    for place in ("/", "/tmp", "/etc", "/usr", "/dev", "/dev/shm", "."):
+        touched = run(runner.run(Command("run", f'sh -c "touch {place}/x"')))
+        assert touched.startswith("exit status 1\n") and "Read-only file system" in touched, touched
+
+
+def test_run_is_refused_without_a_sandbox_and_says_how_to_enable_it(layout: Path, tmp_path: Path) -> None:
+    missing = run(CommandRunner(layout, bwrap=str(tmp_path / "no-bwrap")).run(Command("run", "ls")))
+    assert missing.startswith("error: run is refused: it runs only in a sandbox, and none is available here")
+    assert "apt-get install bubblewrap" in missing and "user namespaces" in missing
+    failing = tmp_path / "bwrap"
+    failing.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    refused = run(CommandRunner(layout, bwrap=str(failing)).run(Command("run", "ls")))
+    assert "bwrap: No permissions to create new namespace" in refused and "to enable it" in refused
+    assert run(CommandRunner(layout, bwrap=str(failing)).run(Command("view", "a.txt"))) == "1: hello"
+
+
+def test_as_root_the_work_directory_must_be_readable_by_others(layout: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root's commands run as nobody")
+    layout.chmod(0o700)
+    refused = run(CommandRunner(layout).run(Command("run", "ls")))
+    assert refused == (f"error: run is refused: as root, commands run as nobody in the sandbox, and the work "
+                       f"directory {layout} is not readable by others (chmod o+rx {layout})")
+
+
+def test_the_loop_goes_on_with_the_errors_for_the_model(hostile: Path) -> None:
+    """Attacks in the explorer's reply are error results in the evaluator's working memory; the run answers."""
+    replies = ['$(run git -c core.fsmonitor="touch PWNED1" status) $(run git status) $(run head innocent.txt) '
+               '$(view innocent.txt) $(text-search "TOP")', "$(answer nothing leaked)"]
+    llm = ScriptedLlm([[Say(text)] for text in replies])
+    table = load_table(SPEC / "explorer-evaluator.yaml")
+    agent = ExplorerEvaluatorAgent(table, llm, config=ExplorerConfig(workdir=hostile))
+    before = snapshot(hostile.parent)
+
+    async def main() -> None:
+        async with agent:
+            agent.ask("What is the secret?")
+            await agent.wait_done()
+    run(main())
+    assert agent.state() == "Answered" and agent.answer == "nothing leaked" and not agent.failures
+    outputs = [item.output for item in agent.memory.items]
+    assert [output.split("\n")[0].split(":")[0] for output in outputs] == \
+        ["error", "exit status 0", "error", "error", "no matches for 'TOP'"]
+    assert "Read-only file system" in outputs[1] and not any(SECRET in output for output in outputs)
+    assert snapshot(hostile.parent) == before

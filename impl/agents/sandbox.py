@@ -97,7 +97,7 @@ def bwrap_argv(bwrap: str, workdir: Path, command: Sequence[str], limits: Limits
             argv += ["--ro-bind", str(path), str(path)]
     argv += ["--perms", "0755", "--dir", "/etc",
              "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",  # Debian's program links (awk)
-             "--proc", "/proc", "--dev", "/dev"]
+             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     for parent in reversed(workdir.parents[:-1]):  # traversable by nobody, whatever the host's modes
         argv += ["--perms", "0755", "--dir", str(parent)]
     argv += ["--ro-bind", str(workdir), str(workdir), "--remount-ro", "/", "--chdir", str(workdir)]
