@@ -178,6 +178,10 @@ CORPUS = [
     case("run", 'git config core.pager "touch PWNED"', f"git config {REFUSED}"),
     case("run", "git commit --allow-empty -m x", f"git commit {REFUSED}"),
     case("run", "git format-patch -o out HEAD", f"git format-patch {REFUSED}"),
+    case("run", "git help -w log", f"git help {REFUSED}"),
+    case("run", "git instaweb", f"git instaweb {REFUSED}"),
+    case("run", "git log --receive-pack=x", f"--receive-pack=x {REFUSED}"),
+    case("run", "git grep --textconv hello", READ_ONLY),
     case("run", "git x", f"git x {REFUSED}"),
     case("run", "git", f"git without a subcommand {REFUSED}"),
     # the repository's own configuration runs programs: only the sandbox stops them
@@ -218,6 +222,8 @@ CORPUS = [
     case("run", 'sh -c "cat /etc/passwd /etc/shadow /root/.bashrc ../outside/secret.txt"', MISSING, allowed=SH),
     case("run", 'sh -c "cat /proc/1/environ; env; exit 3"', "exit status 3", allowed=SH),
     case("run", 'sh -c "git ls-remote https://example.com/x.git"', "unable to access", allowed=SH),
+    case("run", """sh -c 'unshare -Urm sh -c "mount -t tmpfs x /tmp && touch /tmp/x"'""", "unshare failed",
+         allowed=SH),
     # endless output, memory, fork bombs, commands that never end
     case("run", 'sh -c "yes hello"', "[stopped: the output went past", allowed=SH),
     case("run", "cat big.txt", "more characters"),

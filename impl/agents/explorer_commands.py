@@ -303,10 +303,10 @@ def _refused_option(word: str, options: frozenset[str]) -> str | None:
 def _check_paths(word: str, space: Workspace) -> None:
     """Refuse a word that names a place outside the work directory: itself, the value after ``=`` or
     a short option's attached value, by ``~``, ``..``, an absolute path, a dot-glob, or a symlink."""
-    values = {word, word.split("=", 1)[-1]}
+    values = [word, word.split("=", 1)[-1]]
     if re.match(r"-[A-Za-z]", word):
-        values.add(word[2:])
-    for value in values:
+        values.append(word[2:])
+    for value in dict.fromkeys(values):
         if value.startswith("~") or (value.startswith(".") and set(value) & set("*?[")):
             raise ToolError(f"{word!r} is not allowed in run: it could name a place outside the work directory")
         if value.startswith("/") or _PARENT.search(value) or os.path.lexists(space.root / value):

@@ -13,9 +13,11 @@ bubblewrap kills the whole tree.
 
 The kernel exempts root from the process limit, so when agentfsm runs as root the
 command itself runs as ``nobody`` (bubblewrap mounts as root, ``setpriv`` drops to
-``nobody`` inside): it reads what others may read, and the work directory must be
-readable by others. Otherwise bubblewrap runs unprivileged in a new user namespace, where
-the process limit counts only the sandbox's processes.
+``nobody`` inside, and a second, unprivileged bubblewrap gives it a user namespace that
+allows no other): it reads what others may read, and the work directory must be readable
+by others. Otherwise bubblewrap runs unprivileged in a new user namespace that allows no
+other (``--disable-userns``: no namespace of its own with a writable tmpfs), where the
+process limit counts only the sandbox's processes.
 """
 
 from __future__ import annotations
@@ -100,12 +102,16 @@ def bwrap_argv(bwrap: str, workdir: Path, command: Sequence[str], limits: Limits
              "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
     for parent in reversed(workdir.parents[:-1]):  # traversable by nobody, whatever the host's modes
         argv += ["--perms", "0755", "--dir", str(parent)]
+    if root:
+        argv += ["--perms", "0755", "--dir", "/tmp"]  # where the inner bubblewrap mounts its own root
     argv += ["--ro-bind", str(workdir), str(workdir), "--remount-ro", "/", "--chdir", str(workdir)]
     for name, value in ENVIRONMENT.items():
         argv += ["--setenv", name, value]
     argv.append("--")
-    if root:
-        argv += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
+    if root:  # as nobody, in a user namespace of its own that allows no other (a tmpfs of its own, say)
+        argv += ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+                 "bwrap", "--unshare-user", "--disable-userns", "--die-with-parent", "--dev-bind", "/", "/",
+                 "--chdir", str(workdir), "--"]
     argv += ["prlimit", f"--nproc={limits.processes}", f"--as={limits.memory}", "--core=0", "--", *command]
     return argv
 
@@ -137,10 +143,6 @@ class Sandbox:
     workdir: Path
     limits: Limits = field(default_factory=Limits)
     bwrap: str | None = None  # None: the one on PATH
-
-    @property
-    def confinement(self) -> Confinement:
-        return probe(self.bwrap)
 
     async def run(self, command: Sequence[str], timeout: float) -> tuple[int, str]:
         """(status, output) of ``command``; ``TimeoutError`` once the whole tree is killed; ``ToolError``
@@ -180,7 +182,7 @@ async def _sandbox_gone(info: int) -> None:
     try:
         pid = int(json.loads(data)["child-pid"])
         pidfd = os.pidfd_open(pid)
-    except (ValueError, KeyError, TypeError, ProcessLookupError):
+    except (ValueError, KeyError, TypeError, OSError):
         return  # it never started, or is already gone
     loop = asyncio.get_running_loop()
     gone: asyncio.Future[None] = loop.create_future()
