@@ -17,12 +17,15 @@ from pathlib import Path
 
 import pytest
 from agent_runs import run
-from agentfsm.impl.agents.explorer_commands import Command, CommandRunner
+from agentfsm.impl.agents.explorer_commands import REFUSED_OPTIONS, Command, CommandRunner
 from agentfsm.impl.agents.explorer_evaluator import ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.agents.sandbox import probe
+from agentfsm.impl.agents.tools import ToolError, Workspace
 from agentfsm.impl.llm.client import Say, ScriptedLlm
 from agentfsm.spec import load_table
 from conftest import SPEC
+from hypothesis import given
+from hypothesis import strategies as st
 
 # Without a sandbox the corpus is skipped, except in CI, where setup installs one and it must run.
 pytestmark = pytest.mark.skipif(not probe().available and os.environ.get("CI") != "true"
@@ -323,3 +326,36 @@ def test_the_loop_goes_on_with_the_errors_for_the_model(hostile: Path) -> None:
         ["error", "exit status 0", "error", "error", "no matches for 'TOP'"]
     assert "Read-only file system" in outputs[1] and not any(SECRET in output for output in outputs)
     assert snapshot(hostile.parent) == before
+
+
+@st.composite
+def acting_options(draw: st.DrawFn) -> tuple[str, str]:
+    """(program, word): a refused option as a model may write it: abbreviated, with a value, attached."""
+    program = draw(st.sampled_from(sorted(REFUSED_OPTIONS)))
+    option = draw(st.sampled_from(sorted(REFUSED_OPTIONS[program])))
+    value = draw(st.text(alphabet="abcxyz.-_", max_size=6))
+    if option.startswith("--"):
+        word = option[:draw(st.integers(4, len(option)))] + draw(st.sampled_from(["", f"={value}"]))
+    elif len(option) == 2:
+        word = option + value.lstrip("-")
+    else:
+        word = option
+    return program, word
+
+
+@given(acting_options())
+def test_every_acting_option_is_refused_however_written(attack: tuple[str, str]) -> None:
+    program, word = attack
+    runner = CommandRunner(Path("/nonexistent-workdir"), run_allowed=tuple(REFUSED_OPTIONS))
+    command = f"git log {word}" if program == "git" else f"{program} {word} x"
+    with pytest.raises(ToolError, match="is not allowed in run: exploration only reads"):
+        runner.check_shell(command, Workspace(runner.workdir))
+
+
+@given(st.sampled_from(["--file=", "-f", "--git-dir=", "x=", ""]), st.integers(1, 4),
+       st.sampled_from(["", "sub/", "sub/../"]))
+def test_a_way_out_hidden_in_an_option_is_refused(prefix: str, ups: int, inside: str) -> None:
+    runner = CommandRunner(Path("/nonexistent-workdir"), run_allowed=("grep",))
+    with pytest.raises(ToolError, match="outside the work directory"):
+        depth = 1 if inside == "sub/" else 0
+        runner.check_shell(f"grep {prefix}{inside}{'../' * (depth + ups)}secret x", Workspace(runner.workdir))
