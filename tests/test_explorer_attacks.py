@@ -297,6 +297,12 @@ def test_run_is_refused_without_a_sandbox_and_says_how_to_enable_it(layout: Path
     assert run(CommandRunner(layout, bwrap=str(failing)).run(Command("view", "a.txt"))) == "1: hello"
 
 
+def test_agentfsm_run_says_when_run_is_refused(tmp_path: Path) -> None:
+    said = probe(str(tmp_path / "no-bwrap")).describe()
+    assert said.startswith("none: $(run) is refused (") and "to enable it, install bubblewrap" in said
+    assert probe().describe().startswith("$(run) in a bubblewrap sandbox (")
+
+
 def test_as_root_the_work_directory_must_be_readable_by_others(layout: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("only root's commands run as nobody")
