@@ -241,6 +241,7 @@ CORPUS = [
     case("view", "fifo", "not a regular file"),
     case("view", "sparse.bin", "more than"),
     case("text-search", '"hello" .', "a.txt:1: hello, changed"),
+    case("view", ".", "\nlinkdir\nloop\n"),  # a link out is not followed even to say it is a directory
 ]
 MARKERS = ("PWNED", "314159", "bomb-271828")
 

@@ -179,8 +179,9 @@ class CommandRunner:
             given, first = match[1], int(match[2])
             lines = (first, int(match[3]) if match[3] else first)
         path = space.path(given)
-        if path.is_dir():
-            entries = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir() if p.name != ".git")
+        if path.is_dir():  # an entry is marked a directory only when it is one inside (no stat through a link out)
+            entries = sorted(p.name + ("/" if p.is_dir() and _stays_inside(space, p) else "")
+                             for p in path.iterdir() if p.name != ".git")
             return "\n".join(entries) or "(empty directory)"
         data = read_inside(space, path, self.max_file)
         if isinstance(data, str):
@@ -311,6 +312,13 @@ def _check_paths(word: str, space: Workspace) -> None:
             raise ToolError(f"{word!r} is not allowed in run: it could name a place outside the work directory")
         if value.startswith("/") or _PARENT.search(value) or os.path.lexists(space.root / value):
             space.path(value)
+
+
+def _stays_inside(space: Workspace, path: Path) -> bool:
+    try:
+        return space.inside(path.resolve())
+    except RuntimeError:  # a symlink loop
+        return False
 
 
 def read_inside(space: Workspace, path: Path, limit: int) -> bytes | str:
