@@ -366,3 +366,4 @@ def test_a_way_out_hidden_in_an_option_is_refused(prefix: str, ups: int, inside:
     with pytest.raises(ToolError, match="outside the work directory"):
         depth = 1 if inside == "sub/" else 0
         runner.check_shell(f"grep {prefix}{inside}{'../' * (depth + ups)}secret x", Workspace(runner.workdir))
+

@@ -174,7 +174,7 @@ async def run_process(argv: Sequence[str], cwd: Path, timeout: float, env: Mappi
             await process.wait()
     except BaseException:
         kill()
-        await asyncio.shield(process.wait())
+        await _reaped(process)
         raise
     text = bytes(kept).decode("utf-8", "replace")
     if stopped:
@@ -182,6 +182,14 @@ async def run_process(argv: Sequence[str], cwd: Path, timeout: float, env: Mappi
     elif size > MAX_OUTPUT:
         text += f"\n[... {size - MAX_OUTPUT} more bytes]"
     return process.returncode or 0, text
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """Wait until a killed process has ended, through further cancellations too (the caller re-raises
+    the first): the event loop must not close while it still watches the process."""
+    while process.returncode is None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await process.wait()
 
 
 def builtin_tools(workdir: Path | str, command_timeout: float = 60.0) -> list[Tool]:
