@@ -239,6 +239,8 @@ CORPUS = [
     # binary, FIFO and sparse files read in this process
     case("view", "binary.bin", "a binary file (16384 bytes), not shown"),
     case("view", "fifo", "not a regular file"),
+    case("view", "a.txt\0../outside/secret.txt", "is not a path"),
+    case("run", "cat /a\0b", "is not a path"),
     case("view", "sparse.bin", "more than"),
     case("text-search", '"hello" .', "a.txt:1: hello, changed"),
     case("view", ".", "\nlinkdir\nloop\n"),  # a link out is not followed even to say it is a directory

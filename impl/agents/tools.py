@@ -129,6 +129,8 @@ class Workspace:
             target = (self.root / given).resolve()
         except RuntimeError:
             raise ToolError(f"path {given!r} is a symlink loop") from None
+        except ValueError:  # a NUL byte
+            raise ToolError(f"path {given!r} is not a path") from None
         if not self.inside(target):
             raise ToolError(f"path {given!r} is outside the work directory")
         return target
