@@ -148,6 +148,7 @@ OUTSIDE = "outside the work directory"
 READ_ONLY = "Read-only file system"
 MISSING = "No such file or directory"
 SH = ("sh",)
+LOOP = ("symlink loop", "Too many levels of symbolic links")  # Python before 3.13 / from 3.13 (resolve)
 
 CORPUS = [
     # the table
@@ -200,12 +201,12 @@ CORPUS = [
     case("run", 'find -L . -name "secret*"', "Too many levels of symbolic links"),  # only the loop: nothing out there
     case("run", "cat */secret2.txt", MISSING),
     case("run", "cat * src/*", MISSING),
-    case("run", "ls loop", "symlink loop"),
+    case("run", "ls loop", *LOOP),
     case("view", "linkdir/secret2.txt", OUTSIDE),
     case("view", "absolute.txt", OUTSIDE),
     case("view", "src/deep.txt", OUTSIDE),
     case("view", "linkdir", OUTSIDE),
-    case("view", "loop", "symlink loop"),
+    case("view", "loop", *LOOP),
     case("text-search", '"TOP" linkdir', OUTSIDE),
     case("text-search", '"TOP" src', "no matches for 'TOP'"),
     case("text-search", '"TOP" absolute.txt', OUTSIDE),
