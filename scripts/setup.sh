@@ -48,12 +48,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     ci_fail
   fi
 fi
-# The sandbox must also start here (user namespaces allowed, or root): a trivial one, as the explorer makes them.
+# The sandbox must also start here (user namespaces allowed): one as the explorer makes them (its own probe).
 if command -v bwrap >/dev/null 2>&1; then
-  if ! said=$(bwrap --die-with-parent --unshare-all --cap-drop ALL --ro-bind /usr /usr --symlink usr/bin /bin \
-      --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev -- true 2>&1); then
+  if ! said=$(.venv/bin/python -P -c 'import sys; from agentfsm.impl.agents.sandbox import probe
+c = probe(); print(c.reason); sys.exit(not c.available)' 2>&1); then
     echo "setup: bubblewrap cannot start a sandbox here (${said:-no message}); the explorer's \$(run) will be" \
-      "refused and its attack corpus skipped: allow user namespaces (sysctl user.max_user_namespaces)" >&2
+      "refused and its attack corpus skipped: allow user namespaces (sysctl user.max_user_namespaces;" \
+      "on Ubuntu 24.04 and later kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)" >&2
     ci_fail
   fi
 fi

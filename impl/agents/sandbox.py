@@ -49,7 +49,8 @@ ENVIRONMENT = {"PATH": SEARCH_PATH, "HOME": "/nonexistent", "LANG": "C.UTF-8", "
                "GIT_CONFIG_VALUE_0": "*"}
 HOW_TO_ENABLE = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; make setup does it as root) and "
                  "allow user namespaces (sysctl user.max_user_namespaces > 0, kernel.unprivileged_userns_clone=1 "
-                 "where it exists; in a container, one that permits them)")
+                 "where it exists, kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap "
+                 "on Ubuntu 24.04 and later; in a container, one that permits them)")
 
 
 @dataclass(frozen=True)
