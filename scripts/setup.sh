@@ -26,6 +26,7 @@ declare -A why=(
   [nodejs]="Node.js runs the independent implementations (the TypeScript conformance example, Mermaid)"
   [npm]="npm installs Mermaid and the TypeScript compiler, pinned by their lock files"
   [chromium]="headless Chromium draws the committed SVG and Mermaid pictures as a reader's browser does (tests)"
+  [bubblewrap]="bubblewrap's bwrap is the sandbox of the explorer's \$(run) (refused without it; the attack corpus in tests)"
 )
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 command -v spin >/dev/null 2>&1 || missing+=(spin)
@@ -33,6 +34,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     for package in "${missing[@]}"; do say "installing $package: ${why[$package]}"; done
@@ -43,6 +45,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   else
     for package in "${missing[@]}"; do echo "setup: please install $package: ${why[$package]}" >&2; done
     echo "setup: (not root, so not installing them)" >&2
+    ci_fail
+  fi
+fi
+# The sandbox must also start here (user namespaces allowed): one as the explorer makes them (its own probe).
+if command -v bwrap >/dev/null 2>&1; then
+  if ! said=$(.venv/bin/python -P -c 'import sys; from agentfsm.impl.agents.sandbox import probe
+c = probe(); print(c.reason); sys.exit(not c.available)' 2>&1); then
+    echo "setup: bubblewrap cannot start a sandbox here (${said:-no message}); the explorer's \$(run) will be" \
+      "refused and its attack corpus skipped: allow user namespaces (sysctl user.max_user_namespaces;" \
+      "on Ubuntu 24.04 and later kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)" >&2
     ci_fail
   fi
 fi

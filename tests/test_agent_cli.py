@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from agentfsm.impl.agents.prompts import ScriptedAnswer, ScriptedVerdict
+from agentfsm.impl.agents.sandbox import probe
 from agentfsm.impl.script import AgentScript, ScriptError, parse_script
 from conftest import ROOT, run_cli
 from naive_semantics import NaiveTable, read_yaml
@@ -51,6 +52,8 @@ def test_explorer_evaluator_demo(capsys: pytest.CaptureFixture[str], workdir: Pa
     code, lines, err = run_json(capsys, str(ROOT / "spec" / "explorer-evaluator.yaml"), "--script",
                                 str(EXAMPLES / "explorer-evaluator-agent.yaml"), "--workdir", str(workdir))
     assert code == 0, err
+    assert lines[0] == {"kind": "confinement", "text": probe().describe()}  # said at start: which confinement
+    assert {"kind": "command", "text": "run wc -l notes.txt -> exit status 0"} in lines
     results = [line["text"] for line in lines if line["kind"] == "result"]
     assert results == ["task 1: Answered: The driver performs: the engine decides, the driver acts.",
                        "task 2: Answered: 3"]

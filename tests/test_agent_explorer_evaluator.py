@@ -26,6 +26,7 @@ def explorer() -> Table:
 
 @pytest.fixture()
 def repo(tmp_path: Path) -> Path:
+    tmp_path.chmod(0o755)  # readable by others: as root, the sandbox runs $(run) as nobody
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "llm.rs").write_text(LLM_RS)
     (tmp_path / "src" / "main.rs").write_text("// cli\n\n\n\n\n\n\n\n\n\n\n\nstruct Cli {}\nstruct Other;\n")

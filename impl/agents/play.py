@@ -23,6 +23,7 @@ from agentfsm.impl.agents.prompts import (
     TerminalPrompt,
     UserQuestionPrompt,
 )
+from agentfsm.impl.agents.sandbox import probe
 from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
 from agentfsm.impl.agents.vibework import WAITING, VibeworkAgent, VibeworkConfig, vibework_config
 from agentfsm.impl.driver import Driver
@@ -242,6 +243,7 @@ async def play_explorer(run: Run) -> int:
     script, reporter = run.script, run.reporter
     llm = ScriptedLlm(script.replies)
     config = ExplorerConfig(workdir=run.workdir, **script.settings)
+    reporter.note("confinement", (await asyncio.to_thread(probe)).describe())
     failed = False
     for number, turn in enumerate(script.inputs, 1):
         agent = ExplorerEvaluatorAgent(run.table, run.model or llm, config=config, narrator=reporter,

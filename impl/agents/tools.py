@@ -125,41 +125,73 @@ class Workspace:
         self.root = Path(root).resolve()
 
     def path(self, given: str) -> Path:
-        target = (self.root / given).resolve()
-        if target != self.root and self.root not in target.parents:
+        try:
+            target = (self.root / given).resolve()
+        except RuntimeError:
+            raise ToolError(f"path {given!r} is a symlink loop") from None
+        except ValueError:  # a NUL byte
+            raise ToolError(f"path {given!r} is not a path") from None
+        if not self.inside(target):
             raise ToolError(f"path {given!r} is outside the work directory")
         return target
+
+    def inside(self, resolved: Path) -> bool:
+        return resolved == self.root or self.root in resolved.parents
 
     def relative(self, path: Path) -> str:
         return str(path.relative_to(self.root)) or "."
 
 
-async def run_process(argv: Sequence[str], cwd: Path, timeout: float,
-                      env: Mapping[str, str] | None = None) -> tuple[int, str]:
+async def run_process(argv: Sequence[str], cwd: Path, timeout: float, env: Mapping[str, str] | None = None, *,
+                      pass_fds: Sequence[int] = (), stop_over: int | None = None) -> tuple[int, str]:
     """Run an argument list; kill it, with every process it started (its own session), on timeout
-    or cancellation. Returns (status, output). A program that does not exist or may not run is
-    the caller's ``OSError``; any other failure to spawn (no processes or memory left) is
-    ``ToolUnavailable``: nothing ran."""
+    or cancellation. Returns (status, output): the first ``MAX_OUTPUT`` bytes, the rest counted and
+    dropped as it comes (an endless output never fills memory); past ``stop_over`` bytes the
+    command is killed. A program that does not exist or may not run is the caller's ``OSError``;
+    any other failure to spawn (no processes or memory left) is ``ToolUnavailable``: nothing ran."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True)
+            stderr=asyncio.subprocess.STDOUT, env=dict(env) if env is not None else None, start_new_session=True,
+            pass_fds=tuple(pass_fds))
     except ARGUMENT_ERRORS:
         raise
     except OSError as exc:
         raise ToolUnavailable(f"could not start {argv[0]}: {type(exc).__name__}: {exc.strerror or exc}") from exc
-    try:
-        async with asyncio.timeout(timeout):
-            output, _ = await process.communicate()
-    except BaseException:
+
+    def kill() -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        await asyncio.shield(process.wait())
+
+    kept, size, stopped = bytearray(), 0, False
+    try:
+        async with asyncio.timeout(timeout):
+            assert process.stdout is not None
+            while chunk := await process.stdout.read(1 << 16):
+                size += len(chunk)
+                kept += chunk[:max(0, MAX_OUTPUT - len(kept))]
+                if stop_over is not None and size > stop_over and not stopped:
+                    stopped = True
+                    kill()  # what it wrote before it died is drained, and dropped
+            await process.wait()
+    except BaseException:
+        kill()
+        await _reaped(process)
         raise
-    text = output[:MAX_OUTPUT].decode("utf-8", "replace")
-    if len(output) > MAX_OUTPUT:
-        text += f"\n[... {len(output) - MAX_OUTPUT} more bytes]"
+    text = bytes(kept).decode("utf-8", "replace")
+    if stopped:
+        text = f"[stopped: the output went past {stop_over} bytes, so the command was killed]\n{text}"
+    elif size > MAX_OUTPUT:
+        text += f"\n[... {size - MAX_OUTPUT} more bytes]"
     return process.returncode or 0, text
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """Wait until a killed process has ended, through further cancellations too (the caller re-raises
+    the first): the event loop must not close while it still watches the process."""
+    while process.returncode is None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await process.wait()
 
 
 def builtin_tools(workdir: Path | str, command_timeout: float = 60.0) -> list[Tool]:
