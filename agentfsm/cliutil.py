@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,6 +17,18 @@ from agentfsm.spec.suggest import did_you_mean
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+
+JSON_FORMAT = 1
+"""Version of every command's ``--json`` envelope (docs/json-envelope.schema.json)."""
+
+
+def json_envelope(kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """One shape for every command's ``--json``: ``format`` (the version) and ``kind`` (what the
+    object is: the command, or a line of a stream), then the payload's own keys, none renamed."""
+    if payload.get("format", JSON_FORMAT) != JSON_FORMAT or payload.get("kind", kind) != kind:
+        raise ValueError(f"a {kind} payload cannot carry its own format or kind: {payload.get('format')!r}, "
+                         f"{payload.get('kind')!r}")
+    return {"format": JSON_FORMAT, "kind": kind, **payload}
 
 
 class BadInput(Exception):

@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--out-dir", metavar="DIR",
                         help="write DIR/<name>.svg and DIR/<name>.mmd for every TABLE and system (as make diagrams)")
+    parser.add_argument("--compact", action="store_true",
+                        help="number the rows on the edges and list them in a table under the picture: "
+                             "a narrow view of a wide table (svg, png, dot)")
     overlays = parser.add_mutually_exclusive_group()
     overlays.add_argument("--trace", metavar="FILE", help="replay a verifier trace (JSON) and highlight its path")
     overlays.add_argument("--coverage", metavar="FILE",
@@ -65,7 +68,9 @@ def run_diagram(args: argparse.Namespace) -> int:
         if len(tables) != 1:
             raise BadInput("several tables need --out-dir; -o and standard output take one table")
         fmt = _format(args)
-        data = picture(_diagram(args, tables[0]), fmt)
+        if args.compact and (fmt == "mermaid" or args.explored):
+            raise BadInput("--compact is a Graphviz view of a table: not with --format mermaid or --explored")
+        data = picture(_diagram(args, tables[0]), fmt, compact=args.compact)
     except RenderError as exc:
         raise BadInput(str(exc)) from None
     if args.output:
@@ -81,7 +86,7 @@ def run_diagram(args: argparse.Namespace) -> int:
 def _draw_system(args: argparse.Namespace, path: str) -> int:
     """A system: its instances and links, or with --trace its counterexample as a sequence chart."""
     [system] = load_systems([path])
-    if args.coverage or args.explored:
+    if args.coverage or args.explored or args.compact:
         raise BadInput("a system takes --trace (a sequence chart) or nothing (its instances and links)")
     fmt = _format(args)
     try:
@@ -114,8 +119,9 @@ def _draw_system(args: argparse.Namespace, path: str) -> int:
 
 
 def _write_all(args: argparse.Namespace, tables: list[Table], systems: list[System]) -> int:
-    if args.output or args.format or args.trace or args.coverage or args.explored:
-        raise BadInput("--out-dir writes the plain pictures: it takes no -o, --format or overlay")
+    if args.output or args.format or args.trace or args.coverage or args.explored or args.compact:
+        raise BadInput("--out-dir writes the plain pictures and the compact view: it takes no -o, --format, "
+                       "--compact or overlay")
     out = Path(args.out_dir)
     drawn = [("machine", table.machine, table.file, committed_pictures(build(table))) for table in tables]
     drawn += [("system", system.name, system.file, committed_system_pictures(system)) for system in systems]

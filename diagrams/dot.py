@@ -24,40 +24,55 @@ TRANSIENT_FILL = "#ffffff"
 HIGHLIGHT = "#000000"
 
 
-def to_dot(diagram: Diagram, rankdir: str = "TB") -> str:
+def to_dot(diagram: Diagram, rankdir: str = "TB", compact: bool = False) -> str:
     """DOT source for ``diagram``, ranked top to bottom or (``LR``) left to right; the same
-    diagram always gives the same text."""
+    diagram always gives the same text.
+
+    ``compact`` is the view for a narrow column: edges carry only their row numbers and the
+    rows are spelled out once, in a numbered table under the picture (the graph's label; the
+    title and legend then label a borderless cluster around the states). A row's text widens
+    that table, not a rank, so a table with many long labels side by side fits; short labels
+    also let the states sit closer.
+    """
     graph = graphviz.Digraph(name=diagram.machine)
-    graph.attr("graph", rankdir=rankdir, fontname=FONT, fontsize="13", labelloc="t", labeljust="l",
-               nodesep="0.45", ranksep="0.55", pad="0.2", newrank="true", label=_caption(diagram))
+    graph.attr("graph", rankdir=rankdir, fontname=FONT, fontsize="13", labelloc="b" if compact else "t",
+               labeljust="l", nodesep="0.3" if compact else "0.45", ranksep="0.55", pad="0.2", newrank="true",
+               label=_rows_table(diagram) if compact else _caption(diagram))
     graph.attr("node", shape="box", style="rounded,filled", fillcolor=FILL, color=INK, fontcolor=INK,
                fontname=FONT, fontsize="12", margin="0.18,0.08", penwidth="1.2")
     graph.attr("edge", fontname=FONT, fontsize="10", color=INK, fontcolor=INK, arrowsize="0.7", penwidth="1.1")
-    graph.node(START, label="", shape="circle", style="filled", fillcolor=INK, width="0.16", fixedsize="true")
+    states = graphviz.Digraph(name="cluster_states") if compact else graph
+    if compact:
+        states.attr(label=_caption(diagram, compact), labelloc="t", labeljust="l", pencolor="none")
+    states.node(START, label="", shape="circle", style="filled", fillcolor=INK, width="0.16", fixedsize="true")
     inside = internal_edges(diagram)
     for node in diagram.nodes:
-        graph.node(node.id, **_node_attrs(diagram, node, inside.get(node.id)))
+        states.node(node.id, **_node_attrs(diagram, node, inside.get(node.id), compact))
         if node.initial:
-            graph.edge(START, node.id)
+            states.edge(START, node.id)
+    if compact:
+        graph.subgraph(states)
     for edge in diagram.edges:
         if edge.source not in inside or edge.target != edge.source:
-            graph.edge(edge.source, edge.target, **_edge_attrs(diagram, edge))
+            graph.edge(edge.source, edge.target, **_edge_attrs(diagram, edge, compact))
     source: str = graph.source
     return source
 
 
-def _caption(diagram: Diagram) -> str:
+def _caption(diagram: Diagram, compact: bool = False) -> str:
     lines = [f"<b>{escape(diagram.title)}</b>"]
     if diagram.overlay:
         lines += [f'<font point-size="11">{escape(note)}</font>' for note in diagram.overlay.notes]
-    lines += [f'<font point-size="9">{escape(item)}</font>' for item in legend(diagram)]
+    lines += [f'<font point-size="9">{escape(item)}</font>' for item in legend(diagram, compact)]
     return "<" + '<br align="left"/>'.join(lines) + '<br align="left"/>>'
 
 
-def legend(diagram: Diagram) -> list[str]:
+def legend(diagram: Diagram, compact: bool = False) -> list[str]:
     """How to read this picture: the marks it uses, two or three short lines under the title."""
     kinds = {node.kind for node in diagram.nodes}
-    marks = ["● points at the initial state", "arrow label: Event [guard] / Action, ... (one line per row)"]
+    marks = ["● points at the initial state",
+             "arrow label: its rows' numbers, spelled out in the table below" if compact
+             else "arrow label: Event [guard] / Action, ... (one line per row)"]
     if any(line.tail for edge in diagram.edges for line in edge.lines):
         marks.append("italic: the row's updates")
     shapes = []
@@ -68,11 +83,12 @@ def legend(diagram: Diagram) -> list[str]:
     if "any" in kinds:
         shapes.append("dashed: any state (wildcard rows)")
     if internal_edges(diagram):
-        shapes.append("rows under a state's name: its self-loops")
+        shapes.append("↻ rows under a state's name: its self-loops" if compact
+                      else "rows under a state's name: its self-loops")
     return ["Legend: " + " · ".join(marks), *([" · ".join(shapes)] if shapes else [])]
 
 
-def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None) -> dict[str, str]:
+def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None, compact: bool) -> dict[str, str]:
     attrs = {"label": node.label, "tooltip": node.description or node.label}
     overlay = diagram.overlay
     if inside is not None:
@@ -81,7 +97,7 @@ def _node_attrs(diagram: Diagram, node: Node, inside: Edge | None) -> dict[str, 
         rows = "".join(f"row {line.row}" + (f": {line.description}" if line.description else "") + "; "
                        for line in inside.lines)
         attrs.update(shape="plain", tooltip=f"{node.description or node.label}; {rows}".strip("; "),
-                     label=_compartments(diagram, node, inside, lit, dim))
+                     label=_compartments(diagram, node, inside, lit, dim, compact))
         return attrs
     if node.kind == "transient":
         attrs.update(shape="diamond", fillcolor=TRANSIENT_FILL, fontsize="10", margin="0.02",
@@ -112,19 +128,24 @@ def _name(node: Node) -> str:
     return f'<b>{escape(node.label)}</b><br/><font point-size="9">after {escape(steps)}</font>'
 
 
-def _compartments(diagram: Diagram, node: Node, inside: Edge, lit: bool, dim: bool) -> str:
-    """A box with the state's name over a line, and its self-loop rows below."""
+def _compartments(diagram: Diagram, node: Node, inside: Edge, lit: bool, dim: bool, compact: bool) -> str:
+    """A box with the state's name over a line, and its self-loop rows below (their numbers, compact)."""
     colour = HIGHLIGHT if lit else MUTED if dim else INK
     name = f'<font color="{MUTED}">{_name(node)}</font>' if dim else _name(node)
+    rows = f"↻ {_numbers(inside)}" if compact else _label(diagram, inside, inline=True)
     return (f'<<table border="{2 if lit else 1}" style="rounded" bgcolor="{FILL}" color="{colour}" '
             f'cellborder="0" cellspacing="0" cellpadding="3">'
             f'<tr><td cellpadding="6"><font point-size="12">{name}</font></td></tr><hr/>'
-            f'<tr><td align="left"><font point-size="10">{_label(diagram, inside, inline=True)}</font></td></tr>'
+            f'<tr><td align="left"><font point-size="10">{rows}</font></td></tr>'
             "</table>>")
 
 
-def _edge_attrs(diagram: Diagram, edge: Edge) -> dict[str, str]:
-    attrs = {"label": "<" + _label(diagram, edge) + ">",
+def _numbers(edge: Edge) -> str:
+    return ", ".join(map(str, edge.rows))
+
+
+def _edge_attrs(diagram: Diagram, edge: Edge, compact: bool = False) -> dict[str, str]:
+    attrs = {"label": _numbers(edge) if compact else "<" + _label(diagram, edge) + ">",
              "tooltip": "; ".join(f"row {line.row}" + (f": {line.description}" if line.description else "")
                                   for line in edge.lines)}
     if edge.source == ANY:
@@ -163,7 +184,22 @@ def _label(diagram: Diagram, edge: Edge, inline: bool = False) -> str:
     return f'<table border="0" cellborder="0" cellspacing="0" cellpadding="2">{rows}</table>'
 
 
+def _rows_table(diagram: Diagram) -> str:
+    """The compact view's legend: every row once, numbered, with its source and target."""
+    names = {node.id: node.label for node in diagram.nodes}
+    lines = sorted(((line, edge) for edge in diagram.edges for line in edge.lines), key=lambda item: item[0].row)
+    body = "".join(f'<tr><td align="right" valign="top"><b>{line.row}</b></td>'
+                   f'<td align="left" valign="top">{escape(names[edge.source])} → {escape(names[edge.target])}</td>'
+                   f'{_cells(diagram, line)}</tr>' for line, edge in lines)
+    return (f'<<font point-size="10"><table border="0" cellborder="0" cellspacing="0" cellpadding="2">'
+            f'{body}</table></font>>')
+
+
 def _line(diagram: Diagram, line: Line, spacer: str) -> str:
+    return f"<tr>{spacer}{_cells(diagram, line)}</tr>"
+
+
+def _cells(diagram: Diagram, line: Line) -> str:
     parts = [escape(part) for part in wrap(line.head)] if line.head else [""]
     if line.event and parts[0].startswith(escape(line.event)):
         parts[0] = f"<b>{escape(line.event)}</b>" + parts[0][len(escape(line.event)):]
@@ -187,7 +223,7 @@ def _line(diagram: Diagram, line: Line, spacer: str) -> str:
         badge = f'<td valign="top" align="right"><font point-size="9" color="{colour}"><b>{text}</b></font></td>'
         if count == 0:
             head, tail = _muted(f"<i>{head}</i>" if head else ""), _muted(tail)
-    return f'<tr>{spacer}{badge}<td align="left" balign="left">{head}{tail}</td></tr>'
+    return f'{badge}<td align="left" balign="left">{head}{tail}</td>'
 
 
 def _muted(text: str) -> str:

@@ -14,13 +14,16 @@ FORMATS = ("svg", "png", "dot", "mermaid")
 SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".mermaid": "mermaid"}
 
 
-def picture(diagram: Diagram | ConfigGraph, fmt: str) -> bytes:
+def picture(diagram: Diagram | ConfigGraph, fmt: str, compact: bool = False) -> bytes:
+    """``compact`` draws the numbered-rows view (Graphviz formats only: :func:`to_dot`)."""
     if isinstance(diagram, ConfigGraph):
         if fmt == "mermaid":
             return explored_mermaid(diagram).encode()
         source = explored_dot(diagram)
     elif fmt == "mermaid":
         return to_mermaid(diagram).encode()
+    elif compact:
+        source = to_dot(diagram, "TB", compact=True)
     else:
         source = dot_source(diagram)
     if fmt == "dot":
@@ -44,9 +47,17 @@ def dot_source(diagram: Diagram) -> str:
         return sources[0]
 
 
+def committed_dot_sources(diagram: Diagram) -> dict[str, str]:
+    """The DOT source of each SVG ``make diagrams`` writes for a bundled table, by file name:
+    the full picture, and the compact view that fits a README column."""
+    return {f"{diagram.machine}.svg": dot_source(diagram),
+            f"{diagram.machine}.compact.svg": to_dot(diagram, "TB", compact=True)}
+
+
 def committed_pictures(diagram: Diagram) -> dict[str, bytes]:
     """The files ``make diagrams`` writes for a bundled table, by file name."""
-    return {f"{diagram.machine}.svg": picture(diagram, "svg"), f"{diagram.machine}.mmd": picture(diagram, "mermaid")}
+    pictures = {name: svg(source, diagram.machine) for name, source in committed_dot_sources(diagram).items()}
+    return {**pictures, f"{diagram.machine}.mmd": picture(diagram, "mermaid")}
 
 
 def committed_system_pictures(system: System) -> dict[str, bytes]:

@@ -172,7 +172,7 @@ def run_system(args: argparse.Namespace) -> int:
     print("  reached:")
     print("\n".join(describe_config(system, config)))
     if args.json:
-        print(json.dumps({"system": system.name, "configuration": config}))
+        print(json.dumps({"kind": "configuration", "system": system.name, "configuration": config}))
     return 0
 
 

@@ -17,6 +17,7 @@ from agentfsm.cliutil import (
     EXIT_OK,
     BadInput,
     add_set_option,
+    json_envelope,
     load_tables,
     overrides_by_table,
     parse_overrides,
@@ -79,7 +80,7 @@ def _check_json(args: argparse.Namespace) -> int:
             entry.update(ok=True, summary=loaded.summary(), diagnostics=[])
         files.append(entry)
     ok = all(entry["ok"] for entry in files)
-    print(json.dumps({"format": 1, "command": "check", "ok": ok, "files": files}, indent=1))
+    print(json.dumps(json_envelope("check", {"command": "check", "ok": ok, "files": files}), indent=1))
     return EXIT_OK if ok else EXIT_BAD_INPUT
 
 

@@ -12,6 +12,7 @@ import pytest
 from agentfsm.spec import load_table
 from agentfsm.spec.semantics import step
 from conftest import SPEC, TABLES, run_cli
+from json_envelope import enveloped
 
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
 LOOM = SPEC / "loom-agent.yaml"
@@ -122,7 +123,7 @@ def test_check_json_lists_every_file_with_its_diagnostics(tmp_path: Path,
     system = SPEC / "systems" / "loom-with-tools.yaml"
     code, out, _ = run_cli(["check", "--json", str(SPEC / "loom-agent.yaml"), str(bad), str(system)], capsys)
     assert code == 2
-    data = json.loads(out)
+    data = enveloped(json.loads(out), "check")
     assert data["format"] == 1 and data["command"] == "check" and data["ok"] is False
     loom, broken, composed = data["files"]
     assert loom["ok"] and loom["kind"] == "table" and loom["summary"].startswith("loom-agent: 7 states")

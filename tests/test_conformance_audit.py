@@ -12,6 +12,7 @@ from agentfsm.verify.audit import LogError, audit, read_log
 from agentfsm.verify.vectorfile import to_json
 from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM
+from json_envelope import enveloped
 
 from agentfsm.cli import main
 
@@ -133,6 +134,7 @@ def test_malformed_logs_are_bad_input(loom: Table, tmp_path: Path, text: str, me
 def test_json_output(loom: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path / "log.jsonl", log_of(loom, walks=1))
     assert main(["audit", str(LOOM), str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"machine": "loom-agent", "steps": 30, "runs": 1, "ok": True,
-                                                   "line": None, "problems": [], "diverging": []}
+    data = enveloped(json.loads(capsys.readouterr().out), "audit")
+    assert data == {"format": 1, "kind": "audit", "machine": "loom-agent", "steps": 30, "runs": 1, "ok": True,
+                    "line": None, "problems": [], "diverging": []}
     assert main(["audit", str(LOOM), str(tmp_path / "missing.jsonl")]) == 2

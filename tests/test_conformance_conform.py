@@ -16,6 +16,7 @@ from agentfsm.verify.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.vectorfile import Vector, read_vectors
 from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
+from json_envelope import enveloped
 
 from agentfsm.cli import main
 
@@ -237,7 +238,7 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["conform", str(LOOM), "--adapter", " ".join(semantics_adapter("--fault", "silent-text")),
             "--sets", "rows", "--json"]
     assert main(argv) == 1
-    data = json.loads(capsys.readouterr().out)
+    data = enveloped(json.loads(capsys.readouterr().out), "conform")
     assert data["format"] == 1 and data["command"] == "conform" and data["machine"] == "loom-agent"
     assert data["ok"] is False and data["stopped"] is None
     counts = data["counts"]
@@ -245,7 +246,7 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     shortest = data["shortest_failure"]
     assert shortest["id"] == "loom-agent/row-02" and shortest["failed_step"] == 2 and "✗" in shortest["trace"]
     assert main(["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows", "--json"]) == 0
-    passing = json.loads(capsys.readouterr().out)
+    passing = enveloped(json.loads(capsys.readouterr().out), "conform")
     assert passing["ok"] is True and passing["shortest_failure"] is None and passing["not_passed"] == []
 
 

@@ -16,6 +16,7 @@ from agentfsm.verify.harness import FunctionTransport
 from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM, OracleHandler
 from conftest import TABLES
+from json_envelope import enveloped
 
 from agentfsm.cli import main
 
@@ -115,7 +116,7 @@ def test_a_mutant_that_breaks_the_table_is_invalid_not_counted(loom: Table) -> N
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutants", str(LOOM), "--json", "--sets", "rows,events"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = enveloped(json.loads(capsys.readouterr().out), "mutants")
     assert {"mutants", "killed", "equivalent", "survived", "survivors"} <= set(data)
     assert data["mutants"] == data["killed"] + data["equivalent"] and data["survivors"] == []
     assert data["vars"] is True

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from json_envelope import enveloped
 
 from agentfsm.cli import main
 
@@ -26,7 +27,7 @@ SCRIPT = """events:
 
 def test_crash_json_with_real_kills(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crash", LOOM, "--json", "--depth", "1", "--kill", "2"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = enveloped(json.loads(capsys.readouterr().out), "crash")
     assert {"ok", "scenarios", "boundaries", "crashes", "double_crashes", "kills", "violations"} <= set(report)
     assert report["ok"] and report["kills"] == 2 and report["violations"] == []
     assert report["recovery_kills"] == 2, "each killed run's recovery was killed in turn"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from agentfsm.diagrams.model import build
-from agentfsm.diagrams.output import committed_pictures, committed_system_pictures, dot_source
-from agentfsm.diagrams.render import dot_digest, graphviz_version, svg_stamp
+from agentfsm.diagrams.output import committed_dot_sources, committed_pictures, committed_system_pictures
+from agentfsm.diagrams.render import dot_digest, graphviz_version, svg_size, svg_stamp
 from agentfsm.diagrams.sequence import structure_dot
 from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.spec.system_load import load_system
@@ -26,15 +27,16 @@ def table(request: pytest.FixtureRequest) -> Table:
 
 def staleness(table: Table, folder: Path) -> list[str]:
     """Why the pictures of ``table`` in ``folder`` are not what it renders now (empty: fresh)."""
-    return stale_files(committed_pictures(build(table)), table.machine, dot_source(build(table)), folder)
+    diagram = build(table)
+    return stale_files(committed_pictures(diagram), table.machine, committed_dot_sources(diagram), folder)
 
 
-def stale_files(fresh: dict[str, bytes], name: str, dot: str, folder: Path) -> list[str]:
+def stale_files(fresh: dict[str, bytes], name: str, dots: dict[str, str], folder: Path) -> list[str]:
     """Which of the ``fresh`` pictures differ from their committed copies in ``folder``.
 
-    The SVG is compared byte for byte in the layout environment that drew it (the Graphviz
+    An SVG is compared byte for byte in the layout environment that drew it (the Graphviz
     version and the fonts' metrics); in another (another layout) only the digest of the DOT
-    source it records.
+    source it records (``dots``, by file name).
     """
     problems = []
     shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else Path("diagrams")
@@ -46,7 +48,7 @@ def stale_files(fresh: dict[str, bytes], name: str, dot: str, folder: Path) -> l
         old = path.read_bytes()
         if file_name.endswith(".svg"):
             stamp = svg_stamp(old)
-            if stamp is None or stamp[0] != name or stamp[2] != dot_digest(dot):
+            if stamp is None or stamp[0] != name or stamp[2] != dot_digest(dots[file_name]):
                 problems.append(f"{shown}/{file_name} {STALE}")
                 continue
             if stamp[1] != graphviz_version():
@@ -70,7 +72,7 @@ def test_svg_rendering_is_reproducible(loom: Table) -> None:
 def test_every_picture_in_diagrams_belongs_to_a_bundled_table() -> None:
     machines = {load_table(p).machine for p in TABLES}
     for path in sorted(PICTURES.glob("*.svg")) + sorted(PICTURES.glob("*.mmd")):
-        assert path.stem in machines, f"{path.relative_to(ROOT)} has no table in spec/: delete it"
+        assert path.name.split(".")[0] in machines, f"{path.relative_to(ROOT)} has no table in spec/: delete it"
 
 
 def test_a_picture_of_an_older_table_is_reported_stale(tmp_path: Path, loom: Table) -> None:
@@ -78,7 +80,8 @@ def test_a_picture_of_an_older_table_is_reported_stale(tmp_path: Path, loom: Tab
     older = load_table_bytes(text.replace(b"emit: [DisplayError]", b"emit: [DisplayError, WaitForInput]"), loom.file)
     for name, data in committed_pictures(build(older)).items():
         (tmp_path / name).write_bytes(data)
-    assert staleness(loom, tmp_path) == [f"diagrams/loom-agent.svg {STALE}", f"diagrams/loom-agent.mmd {STALE}"]
+    assert staleness(loom, tmp_path) == [f"diagrams/loom-agent.svg {STALE}", f"diagrams/loom-agent.compact.svg {STALE}",
+                                         f"diagrams/loom-agent.mmd {STALE}"]
     (tmp_path / "loom-agent.svg").unlink()
     assert staleness(loom, tmp_path)[0].startswith("diagrams/loom-agent.svg is missing")
 
@@ -86,7 +89,8 @@ def test_a_picture_of_an_older_table_is_reported_stale(tmp_path: Path, loom: Tab
 @pytest.mark.parametrize("path", SYSTEM_FILES, ids=lambda p: p.stem)
 def test_committed_system_pictures_are_fresh(path: Path) -> None:
     system = load_system(path)
-    problems = stale_files(committed_system_pictures(system), system.name, structure_dot(system), SYSTEM_PICTURES)
+    dots = {f"{system.name}.svg": structure_dot(system)}
+    problems = stale_files(committed_system_pictures(system), system.name, dots, SYSTEM_PICTURES)
     assert not problems, "\n".join(problems)
 
 
@@ -94,3 +98,30 @@ def test_every_system_picture_belongs_to_a_bundled_system() -> None:
     names = {load_system(p).name for p in SYSTEM_FILES}
     for path in sorted(SYSTEM_PICTURES.glob("*.svg")) + sorted(SYSTEM_PICTURES.glob("*.mmd")):
         assert path.stem in names, f"{path.relative_to(ROOT)} has no system in spec/systems/: delete it"
+
+
+COLUMN_PT = 1000.0
+"""The widest picture a README column shows without shrinking its text below reading size."""
+SHOWN = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.svg)\)")
+
+
+def shown_pictures() -> list[Path]:
+    """Every SVG that README.md and docs/*.md show as an image, resolved from its page."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(page.parent / match).resolve() for page in pages for match in SHOWN.findall(page.read_text())]
+
+
+def test_every_picture_the_readme_and_docs_show_fits_a_column() -> None:
+    shown = shown_pictures()
+    assert ROOT / "diagrams" / "loom-agent.compact.svg" in shown
+    for path in shown:
+        assert path.exists(), f"{path.relative_to(ROOT)} is shown but missing"
+        width, _ = svg_size(path.read_bytes())
+        assert width <= COLUMN_PT, (f"{path.relative_to(ROOT)} is {width:g} pt wide, more than a column's "
+                                    f"{COLUMN_PT:g}: show its compact view (docs/diagrams.md)")
+
+
+def test_every_bundled_table_has_a_compact_view_that_fits_a_column() -> None:
+    for table in TABLES:
+        path = PICTURES / f"{load_table(table).machine}.compact.svg"
+        assert svg_size(path.read_bytes())[0] <= COLUMN_PT, f"{path.relative_to(ROOT)} is wider than a column"

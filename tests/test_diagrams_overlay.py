@@ -159,4 +159,5 @@ def test_cli_writes_every_format(tmp_path: Path) -> None:
         assert main(["diagram", LOOM, "-o", str(path)]) == 0
         assert path.read_bytes().startswith(magic)
     assert main(["diagram", LOOM, "--out-dir", str(tmp_path / "all")]) == 0
-    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["loom-agent.mmd", "loom-agent.svg"]
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["loom-agent.compact.svg", "loom-agent.mmd",
+                                                                    "loom-agent.svg"]

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import pytest
 from conformance_helpers import ADAPTERS, LOOM
 from conftest import ROOT, run_cli
+from json_envelope import enveloped
 
 from agentfsm import __version__
 
@@ -131,8 +132,8 @@ def test_chaos_json_counts_one_trial(capsys: pytest.CaptureFixture[str]) -> None
     every count of the row the table output prints, and the fault really injected."""
     code, out, err = run_cli(["chaos", "--scenario", "two-resumers", "--trials", "1", "--seed", "3", "--json"], capsys)
     assert code == 0, err
-    report = json.loads(out)
-    assert set(report) == {"ok", "seed", "rows"} and report["ok"] is True and report["seed"] == 3
+    report = enveloped(json.loads(out), "chaos")
+    assert set(report) == {"format", "kind", "ok", "seed", "rows"} and report["ok"] is True and report["seed"] == 3
     assert report["rows"] == [{"scenario": "two-resumers", "trials": 1, "faults": 1, "duplicated": 0, "lost": 0,
                                "stuck": 0, "unclean": 0, "damaged": 0, "repaired": 0, "notes": []}]
 

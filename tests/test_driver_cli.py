@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from agentfsm.impl.script import AgentScript, ScriptError, load_script
 from conftest import ROOT
+from json_envelope import run_line
 
 AGENTFSM = str(ROOT / ".venv" / "bin" / "agentfsm")
 LOOM = str(ROOT / "spec" / "loom-agent.yaml")
@@ -25,6 +26,8 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     result = agentfsm("run", LOOM, "--script", str(DEMO), "--workdir", str(tmp_path / "w"), "--json")
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
+    for line in lines:
+        run_line(line)
     steps = [line for line in lines if line["kind"] == "step"]
     assert all(step["accepted"] for step in steps)
     visited = {step["state"] for step in steps}

@@ -14,6 +14,7 @@ from agentfsm.spec.system_trace import load_system_trace
 from agentfsm.verify.system_checks import run_system_checks
 from agentfsm.verify.system_explore import explore_system
 from agentfsm.verify.system_trace import replay
+from json_envelope import run_line
 
 from agentfsm.cli import main
 
@@ -42,7 +43,7 @@ def test_cli_run_reaches_the_counterexample(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "durable-run-as-it-was-sqlite: running 12 steps, one engine per instance"
     assert "    tool: Up {busy0=true busy1=true runs=2 fence=0 answered_not_run=false}" in out
-    final = json.loads(out[-1])["configuration"]
+    final = run_line(json.loads(out[-1]))["configuration"]
     system = load_system(path)
     steps = replay(system, load_system_trace(system, trace.read_text()).steps)
     assert json.loads(json.dumps(steps[-1][1])) == final

@@ -11,6 +11,7 @@ from agentfsm.spec import load_table
 from agentfsm.verify import spin
 from agentfsm.verify.explore import explore
 from conftest import SPEC, TABLES
+from json_envelope import enveloped
 from verify_tables import HEADER
 
 from agentfsm.cli import main
@@ -46,7 +47,7 @@ def test_verify_bundled_tables_exit_0(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_verify_json_shape_and_exit_1(broken: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--json", str(broken)]) == 1
-    data = json.loads(capsys.readouterr().out)
+    data = enveloped(json.loads(capsys.readouterr().out), "verify")
     assert data["ok"] is False
     [table] = data["tables"]
     assert {"file", "machine", "configurations", "transitions", "checks"} <= set(table)

@@ -20,6 +20,7 @@ from agentfsm.impl.stores.urls import StoreURLError, open_leasing_store, open_st
 from agentfsm.impl.workers.worker import GuardedTool, Worker, submit
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
+from json_envelope import enveloped
 from pg_support import fresh_schema
 from psycopg import sql
 
@@ -224,7 +225,7 @@ def test_cli_submit_worker_jobs(pg_url: str, schema: str, tmp_path: Path, capsys
     assert "3 claimed, 3 done" in capsys.readouterr().out
     assert len(ledger.read_text().split()) == 6
     assert main(["jobs", "--store", url, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = enveloped(json.loads(capsys.readouterr().out), "jobs")
     assert report["counts"] == {"done": 3}
     assert {j["outcome"] for j in report["jobs"]} == {"Stopped {'n': 2}"}
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, json_envelope
 
 if TYPE_CHECKING:
     from agentfsm.impl.stores.postgres import PostgresStore
@@ -474,7 +474,7 @@ def run_chaos(args: argparse.Namespace) -> int:
                     log=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None))
     ok = all(r.ok for r in rows)
     if args.json:
-        print(json.dumps({"ok": ok, "seed": seed, "rows": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps(json_envelope("chaos", {"ok": ok, "seed": seed, "rows": [asdict(r) for r in rows]}), indent=2))
     else:
         print(f"chaos campaign, seed {seed}")
         print(table_text(rows), end="")

@@ -43,6 +43,7 @@ from agentfsm.cliutil import (
     BadInput,
     add_set_option,
     deprecated,
+    json_envelope,
     load_tables,
     overrides_by_table,
     parse_overrides,
@@ -203,7 +204,7 @@ def run_verify(args: argparse.Namespace) -> int:
     system_results = [_verify_system_file(args, path) for path in system_paths]
     system_verdicts = [r for r, _ in system_results if isinstance(r, SysVerdict)]
     if args.json:
-        report = json_report(results)
+        report = json_envelope("verify", json_report(results))
         if system_results:
             report["systems"] = [verdict_json(r) if isinstance(r, SysVerdict) else unverified_json(r)
                                  for r, _ in system_results]

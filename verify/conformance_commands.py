@@ -34,7 +34,7 @@ from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
 from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -223,7 +223,7 @@ def run_conform(args: argparse.Namespace) -> int:
                 vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr), args.max_failures)
         except AdapterDidNotStart as exc:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
-    print(json.dumps(report_json(report), indent=1) if args.json else format_report(report))
+    print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))
     _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
@@ -314,7 +314,7 @@ def run_mutants_command(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - start
     data = mutation.summary(results, args.with_vars)
     if args.json:
-        print(json.dumps(data))
+        print(json.dumps(json_envelope("mutants", data)))
     else:
         for result in results:
             if args.verbose or result.verdict == "survived":
@@ -349,11 +349,11 @@ def run_audit(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if args.json:
         d = result.divergence
-        print(json.dumps({"machine": table.machine, "steps": result.steps, "runs": result.runs,
+        print(json.dumps(json_envelope("audit", {"machine": table.machine, "steps": result.steps, "runs": result.runs,
                           "ok": d is None, "line": d.record.line if d else None,
                           "problems": list(d.problems) if d else [],
                           "diverging": [{"line": x.record.line, "session_line": x.run_start, "step": x.run_steps,
-                                         "problems": list(x.problems)} for x in result.divergences]}))
+                                         "problems": list(x.problems)} for x in result.divergences]})))
     else:
         print(format_audit(table, args.log, result))
     return EXIT_OK if result.divergence is None else EXIT_FAILED

@@ -16,7 +16,7 @@ from agentfsm.verify.crash_kill import kill_scenarios
 from agentfsm.verify.explore import explore
 from agentfsm.verify.forking import Forked
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,7 +75,7 @@ def run_agent_crash(args: argparse.Namespace) -> int:
         if show:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(json_envelope("crash", report.to_json()), indent=2))
     else:
         verdict = "ok" if report.ok else f"FAILED: {len(report.violations)} violations"
         print(f"{report.machine} agent: {report.boundaries} write boundaries, {report.kills} SIGKILLs, "
@@ -120,7 +120,8 @@ def run_crash(args: argparse.Namespace) -> int:
     [table] = load_tables([args.table], args.overrides)
     if not any(a.effect == "external" for a in table.actions):
         message = f"{table.machine}: no external actions, nothing a crash could run twice; skipped"
-        print(json.dumps({"ok": True, "machine": table.machine, "skipped": message}) if args.json else message)
+        print(json.dumps(json_envelope("crash", {"ok": True, "machine": table.machine, "skipped": message}))
+              if args.json else message)
         return EXIT_OK
     approvals = parse_approvals(args.approval, {a.name for a in table.actions})
     jobs = args.jobs or len(os.sched_getaffinity(0))
@@ -145,7 +146,7 @@ def run_crash(args: argparse.Namespace) -> int:
 
     report = shard(0) if jobs == 1 else merge([_shard_in_fork(shard, k) for k in range(jobs)])
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(json_envelope("crash", report.to_json()), indent=2))
     else:
         print_report(report, time.perf_counter() - start)
     return EXIT_OK if report.ok else EXIT_FAILED

@@ -25,7 +25,7 @@ from agentfsm.impl.stores.urls import open_leasing_store
 from agentfsm.impl.workers.worker import ToolFactory, check_events, serve, submit
 from agentfsm.spec.model import Table
 
-from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
+from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 STARTUP_WAIT = 60.0  # seconds a starting worker waits for a server that is down or restarting
 UNAVAILABLE = ("Connection refused", "the database system is starting up", "the database system is shutting down",
@@ -227,9 +227,9 @@ def run_jobs(args: argparse.Namespace) -> int:
         store.close()
     counts = Counter(j.status for j in jobs)
     if args.json:
-        print(json.dumps({"counts": dict(counts), "jobs": [
+        print(json.dumps(json_envelope("jobs", {"counts": dict(counts), "jobs": [
             {"run_id": j.run_id, "machine": j.machine, "status": j.status, "owner": j.owner, "token": j.token,
-             "claims": j.claims, "outcome": j.outcome} for j in jobs]}, indent=2))
+             "claims": j.claims, "outcome": j.outcome} for j in jobs]}), indent=2))
         return EXIT_OK
     for j in jobs:
         holder = f" held by {j.owner} (lease {j.token})" if j.owner and j.status == "queued" else ""
