@@ -75,7 +75,7 @@ def run_run(args: argparse.Namespace) -> int:
         return run_system(args)
     [table] = load_tables([args.table], args.overrides)
     try:
-        script = load_script(args.script)
+        script = load_script(args.script, replies=args.openai is None)
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)

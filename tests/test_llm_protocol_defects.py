@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.spec import Table
 from llm_mock_api.types.reply import ErrorReply, ReplyObject
 from test_driver_openai import Server, chunked, collect, fetch, run, sse, text
-from test_llm_mock_server import always, converse, mock_server, run_cli
+from test_llm_mock_server import AGENTFSM, LOOM, always, converse, mock_server, run_cli
 
 
 def event(*choices: dict[str, Any]) -> dict[str, Any]:
@@ -117,3 +118,35 @@ def test_a_script_for_a_real_model_needs_no_replies(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     texts = [json.loads(line.split("text: ", 1)[1]) for line in result.stdout.splitlines() if "text: " in line]
     assert "".join(texts) == "Hi there."
+
+
+def test_without_a_model_a_script_still_needs_its_replies(tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text("inputs: [hi]\n")
+    result = subprocess.run([AGENTFSM, "run", LOOM, "--script", str(script), "--workdir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "'replies' must be a list" in result.stderr, result.stderr
+
+
+def test_no_key_sends_no_authorization() -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await chunked(writer, sse(text("hi")))
+    server = Server(respond)
+
+    async def main() -> None:
+        async with server as url:
+            await collect(OpenAIClient(url, "m"), LlmRequest(()))
+    run(main())
+    assert "authorization" not in server.headers[0] and server.requests[0]["model"] == "m"
+
+
+def test_a_server_that_does_not_speak_http_is_named_in_plain_words() -> None:
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+    try:
+        fetch(respond)
+    except LlmError as error:
+        assert error.retryable and error.message.startswith("127.0.0.1:")
+        assert error.message.endswith(" did not answer in HTTP"), error.message
+    else:
+        raise AssertionError("a server that does not speak HTTP gave a reply")
