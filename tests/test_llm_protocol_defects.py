@@ -150,3 +150,24 @@ def test_a_server_that_does_not_speak_http_is_named_in_plain_words() -> None:
         assert error.message.endswith(" did not answer in HTTP"), error.message
     else:
         raise AssertionError("a server that does not speak HTTP gave a reply")
+
+
+def test_tool_calls_numbered_from_one_are_read() -> None:
+    call = {"index": 1, "id": "c1", "type": "function", "function": {"name": "list_dir", "arguments": "{}"}}
+
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await chunked(writer, sse(event(call_delta(call))))
+    assert [(c.id, c.name, c.arguments) for c in fetch(respond).response().tool_calls] == [("c1", "list_dir", "{}")]
+
+
+def test_a_malformed_tool_call_is_an_llm_error() -> None:
+    call = {"index": 0, "id": "c1", "function": "list_dir"}
+
+    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        await chunked(writer, sse(event(call_delta(call))))
+    try:
+        fetch(respond)
+    except LlmError as error:
+        assert error.message.startswith("the server sent a malformed tool call: "), error.message
+    else:
+        raise AssertionError("a tool call whose function is a string was read")

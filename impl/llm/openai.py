@@ -216,26 +216,24 @@ def _list(value: Any) -> list[Any]:
 
 
 class _Numbering:
-    """Gives tool-call fragments without an ``index`` the index of their call: a fragment with a
-    new ``id`` starts the next call, one without continues the last."""
+    """Numbers a reply's tool calls 0, 1, 2, ... in the order they start, as the stream state
+    expects: by their ``index`` when the server gives one (whatever its numbers), else by their
+    ``id`` (a new id starts the next call); a fragment with neither continues the last call."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.last = -1
-        self.count = 0
+        self.calls: dict[tuple[str, object], int] = {}
+        self.last = 0
 
     def index(self, call: Mapping[str, Any]) -> int:
         given, call_id = call.get("index"), call.get("id")
         if isinstance(given, int) and not isinstance(given, bool):
-            index = given
+            key: tuple[str, object] = ("index", given)
         elif isinstance(call_id, str) and call_id:
-            index = self.ids.get(call_id, self.count)
+            key = ("id", call_id)
         else:
-            index = max(self.last, 0)
-        if isinstance(call_id, str) and call_id:
-            self.ids.setdefault(call_id, index)
-        self.last, self.count = index, max(self.count, index + 1)
-        return index
+            return self.last
+        self.last = self.calls.setdefault(key, len(self.calls))
+        return self.last
 
 
 def _normal(chunk: Mapping[str, Any], numbering: _Numbering) -> dict[str, Any] | None:
@@ -250,9 +248,10 @@ def _normal(chunk: Mapping[str, Any], numbering: _Numbering) -> dict[str, Any] |
         raise LlmError(f"the server sent content that is not text: {delta['content']!r:.80}")
     calls = []
     for call in _list(delta.get("tool_calls")):
-        if not isinstance(call, dict):
-            raise LlmError(f"the server sent a malformed tool call: {call!r:.80}")
-        function = dict(call.get("function") or {})
+        function = (call.get("function") or {}) if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            raise LlmError(f"the server sent a malformed tool call: {json.dumps(call)[:80]!r}")
+        function = dict(function)
         arguments = function.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             function["arguments"] = json.dumps(arguments)
@@ -289,7 +288,11 @@ async def _assemble(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[LlmC
             # Only tool-call chunks go through the stream state: it re-reads its whole snapshot on
             # every chunk, which on text would cost more than the rest of the reply (bench_llm.py).
             calls = {**chunk, "choices": [{**choice, "delta": {"tool_calls": choice["delta"]["tool_calls"]}}]}
-            for event in state.handle_chunk(ChatCompletionChunk.construct(**calls)):
+            try:
+                events = list(state.handle_chunk(ChatCompletionChunk.construct(**calls)))
+            except (AssertionError, IndexError, KeyError, TypeError, ValueError):
+                raise LlmError(f"the server sent a malformed tool call: {json.dumps(raw)[:80]!r}") from None
+            for event in events:
                 if event.type == "tool_calls.function.arguments.delta":
                     first = event.index not in started
                     started.add(event.index)
