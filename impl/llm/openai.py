@@ -38,6 +38,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
 MAX_ERROR_TEXT = 500
+DONE: dict[str, Any] = {}  # stands for the stream's ``[DONE]`` among its events (compared by identity)
 RETRYABLE = {408, 409, 425, 429}
 # finish_reason values that end a reply the agent cannot use as it is, and why.
 UNUSABLE = {"length": "the reply was cut off at the model's output limit (finish_reason 'length')",
@@ -191,7 +192,7 @@ async def _events(stream: AsyncStream[ChatCompletionChunk]) -> AsyncIterator[dic
         async for event in stream._iter_events():
             if event.data.startswith("[DONE]"):
                 await drain_response_async(stream.response)  # the rest of the body, so the connection is reused
-                yield {"done": True}
+                yield DONE
                 return
             data = event.json()
             if not isinstance(data, dict):
@@ -271,7 +272,7 @@ async def _assemble(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[LlmC
     started: set[int] = set()
     finish: str | None = None
     async for raw in chunks:
-        if raw.get("done") is True:
+        if raw is DONE:
             finish = finish or "[DONE]"
             break
         error = raw.get("error")
@@ -303,4 +304,4 @@ async def _assemble(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[LlmC
     if finish in UNUSABLE:
         raise LlmError(UNUSABLE[finish], retryable=False)
     if finish is None:
-        raise LlmError("the stream ended before the reply was complete (no finish_reason)")
+        raise LlmError("the stream ended before the reply was complete (no finish_reason, no [DONE])")
