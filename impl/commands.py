@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="give up on the whole run after this long (default 300)")
     run.add_argument("--openai", metavar="URL",
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
-                          "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
+                          "replies, which the script may then leave out (e.g. http://localhost:11434/v1); the key "
+                          "comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
     run.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                      help="with --openai: give up on a request when the server sends nothing for this long "
