@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="give up on the whole run after this long (default 300)")
     run.add_argument("--openai", metavar="URL",
                      help="answer with a real model at an OpenAI-compatible endpoint instead of the scripted "
-                          "replies (e.g. http://localhost:11434/v1); the key comes from $OPENAI_API_KEY")
+                          "replies, which the script may then leave out (e.g. http://localhost:11434/v1); the key "
+                          "comes from $OPENAI_API_KEY")
     run.add_argument("--model", metavar="NAME", help="the model name for --openai")
     run.add_argument("--llm-timeout", type=float, metavar="SECONDS",
                      help="with --openai: give up on a request when the server sends nothing for this long "
@@ -75,7 +76,7 @@ def run_run(args: argparse.Namespace) -> int:
         return run_system(args)
     [table] = load_tables([args.table], args.overrides)
     try:
-        script = load_script(args.script)
+        script = load_script(args.script, replies=args.openai is None)
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     reporter = Reporter(lambda line: print(line, flush=True), args.json)

@@ -61,6 +61,9 @@ class Reporter:
         self.errors += 1
         self.note("error", message)
 
+    def retry(self, reason: str, attempt: int, delay: float) -> None:
+        self.note("retry", f"LLM request again (retry {attempt}) in {delay:.2f}s after: {reason}")
+
     def tool(self, result: ToolResult) -> None:
         first = result.content.splitlines()[0] if result.content else ""
         self.note("tool", f"{result.name} {'failed' if result.is_error else 'ok'}: {first[:100]}")

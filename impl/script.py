@@ -71,7 +71,9 @@ class EventScript:
 Script = AgentScript | EventScript
 
 
-def load_script(path: Path | str) -> Script:
+def load_script(path: Path | str, *, replies: bool = True) -> Script:
+    """The script at ``path``; ``replies=False`` when a real model answers (``--openai``): then
+    the script need not hold ``replies``."""
     file = str(path)
     try:
         raw = Path(path).read_bytes()
@@ -81,10 +83,10 @@ def load_script(path: Path | str) -> Script:
         data = load_document(raw, file).data
     except TableError as exc:
         raise ScriptError(str(exc)) from None
-    return parse_script(data, file)
+    return parse_script(data, file, replies=replies)
 
 
-def parse_script(data: Any, file: str = "<script>") -> Script:
+def parse_script(data: Any, file: str = "<script>", *, replies: bool = True) -> Script:
     def fail(message: str) -> ScriptError:
         return ScriptError(f"{file}: {message}")
 
@@ -99,7 +101,8 @@ def parse_script(data: Any, file: str = "<script>") -> Script:
     if extra:
         raise fail(f"unknown key {sorted(extra)[0]!r} (expected {', '.join(sorted(AGENT_KEYS))})")
     inputs = tuple(_turn(entry, i, fail) for i, entry in enumerate(_list(data, "inputs", fail), 1))
-    replies = tuple(_reply(entry, i, fail) for i, entry in enumerate(_list(data, "replies", fail), 1))
+    scripted = [] if not replies and data.get("replies") is None else _list(data, "replies", fail)
+    steps = tuple(_reply(entry, i, fail) for i, entry in enumerate(scripted, 1))
     settings = data.get("settings") or {}
     if not isinstance(settings, dict):
         raise fail("'settings' must be a mapping")
@@ -128,7 +131,7 @@ def parse_script(data: Any, file: str = "<script>") -> Script:
     plan = data.get("plan", False)
     if not isinstance(plan, bool):
         raise fail("'plan' must be true or false")
-    return AgentScript(inputs, replies, settings, workdir, permissions, answers,
+    return AgentScript(inputs, steps, settings, workdir, permissions, answers,
                        None if allow is None else tuple(allow), plan)
 
 

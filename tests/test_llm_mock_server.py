@@ -132,9 +132,12 @@ def mock_server(setup: Setup) -> Iterator[str]:
         thread.join(30)
 
 
-def run_cli(url: str, tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+SCRIPT = "settings: {retry_base: 0.01, commit_hook: false}\ninputs: [hi]\nreplies: []\n"
+
+
+def run_cli(url: str, tmp_path: Path, *options: str, script_text: str = SCRIPT) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "script.yaml"
-    script.write_text("settings: {retry_base: 0.01, commit_hook: false}\ninputs: [hi]\nreplies: []\n")
+    script.write_text(script_text)
     return subprocess.run([AGENTFSM, "run", LOOM, "--script", str(script), "--workdir", str(tmp_path),
                            "--openai", url, "--model", "mock-model", *options],
                           capture_output=True, text=True, timeout=120)

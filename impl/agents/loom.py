@@ -61,6 +61,7 @@ class Display(Protocol):
     def text(self, delta: str) -> None: ...
     def error(self, message: str) -> None: ...
     def tool(self, result: ToolResult) -> None: ...
+    def retry(self, reason: str, attempt: int, delay: float) -> None: ...
 
 
 class Transcript:
@@ -70,6 +71,7 @@ class Transcript:
         self.texts: list[str] = []
         self.errors: list[str] = []
         self.tools: list[ToolResult] = []
+        self.retries: list[str] = []  # the reason of each LLM request asked again
 
     def text(self, delta: str) -> None:
         self.texts.append(delta)
@@ -79,6 +81,9 @@ class Transcript:
 
     def tool(self, result: ToolResult) -> None:
         self.tools.append(result)
+
+    def retry(self, reason: str, attempt: int, delay: float) -> None:
+        self.retries.append(reason)
 
 
 @dataclass
@@ -378,11 +383,13 @@ class LoomAgent(Driver):
         self.display.error(self._last_error)
 
     def _start_retry_timer(self, ctx: ActionContext) -> None:
-        self._arm_retry(int(ctx.outcome.vars["retries"]))
+        self._arm_retry(int(ctx.outcome.vars["retries"]), ctx.envelope.event == "LlmError")
 
-    def _arm_retry(self, retries: int) -> None:
+    def _arm_retry(self, retries: int, llm: bool = False) -> None:
         at_once = self._given_up is not None or self._interrupted  # retrying cannot help, or the turn is over
         delay = 0.0 if at_once else self.config.backoff(retries, self._retry_after)
+        if llm and not at_once:  # the model is asked again: say why, so a slow turn is not a mystery
+            self.display.retry(self._last_error, retries, delay)
 
         async def timer(activity: Activity) -> None:
             await asyncio.sleep(delay)
