@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.children import child_runs, parent_effect
@@ -55,7 +55,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="with --resume: settle a pending decision first: an unknown effect's key with "
                           "completed, failed or rerun; an anomaly with continue (repeatable)")
     run.add_argument("--lease", type=float, metavar="SECONDS",
-                     help="with --store on SQLite: this process owns the run through a lease it renews every "
+                     help="with --store: this process owns the run through a lease it renews every "
                           "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
 
@@ -206,22 +206,27 @@ class RunFailed(Exception):
     """The run could not go on (its lease was lost, writes kept conflicting): reported, exit 1."""
 
 
+def owning(store: Store) -> OwnedStore | None:
+    """The store as one that leases a run to one process at a time (SQLite, PostgreSQL), if it is."""
+    return cast(OwnedStore, store) if callable(getattr(store, "acquire", None)) else None
+
+
 class Ownership:
-    """This process's ownership of one run on a SQLite store: a lease taken before the run is
-    opened, renewed by a heartbeat on its own connection, carried by every append (a process
-    that lost it writes nothing more), and released at the end."""
+    """This process's ownership of one run (SQLite and PostgreSQL alike): a lease taken before
+    the run is opened, renewed by a heartbeat on its own connection, carried by every append (a
+    process that lost it writes nothing more), and released at the end."""
 
     def __init__(self, store: Store, url: str, run_id: str, seconds: float) -> None:
         self.lease: Lease | None = None
         self.heartbeat: Heartbeat | None = None
-        self._beat_store: SqliteStore | None = None
+        self._beat_store: OwnedStore | None = None
         self.raw = store
         self.store: Store = store
-        if isinstance(store, SqliteStore):
-            owned: OwnedStore = store
+        owned = owning(store)
+        if owned is not None:
             self.lease = owned.acquire(run_id, owner_name(), seconds)
             self.store = FencedStore(owned, self.lease)
-            beat_store = self._beat_store = SqliteStore(store.path, same_thread=False)
+            beat_store = self._beat_store = owned.reopen()
             self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
 
     def close(self) -> None:
@@ -229,9 +234,10 @@ class Ownership:
             self.heartbeat.__exit__()
         if self._beat_store is not None:
             self._beat_store.close()
-        if self.lease is not None and isinstance(self.raw, SqliteStore):
+        owned = owning(self.raw)
+        if self.lease is not None and owned is not None:
             with contextlib.suppress(JournalError):
-                self.raw.release(self.lease)
+                owned.release(self.lease)
         self.raw.close()
 
 
@@ -305,7 +311,7 @@ def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
     store = _open_run_store(args)
     try:
         with _journal_errors(args):
-            if not args.resume and isinstance(store, SqliteStore) and args.run_id in store.runs():
+            if not args.resume and args.run_id in store.runs():
                 raise RunExists(args.run_id)
             refuse_worker_run(store, args)
             ownership = Ownership(store, args.store, args.run_id, args.lease)
@@ -545,9 +551,10 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
 def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
     """``--repair``: cut a damaged tail back, as this run's owner (never under a live one)."""
     lease: Lease | None = None
-    if isinstance(store, SqliteStore):
+    owned = owning(store)
+    if owned is not None:
         try:
-            lease = store.acquire(run_id, owner_name(), 15.0)
+            lease = owned.acquire(run_id, owner_name(), 15.0)
         except RunHeld as exc:
             raise BadInput(f"{args.path}: {exc}") from None
     try:
@@ -555,8 +562,8 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:
-        if lease is not None and isinstance(store, SqliteStore):
-            store.release(lease)
+        if lease is not None and owned is not None:
+            owned.release(lease)
     if discarded is not None:
         entry["repaired"] = {"discarded_from": discarded}
         if not args.json:

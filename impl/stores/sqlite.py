@@ -207,7 +207,7 @@ class SqliteStore(SqlJournal):
             self._conn.execute("INSERT INTO owners VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
                                "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
                                (run_id, owner, token, now + seconds))
-        return Lease(run_id, "", token, owner, seconds, deadline=time.monotonic() + seconds)
+        return Lease(run_id, "", token, owner, seconds, deadline=time.monotonic() + seconds, owned=True)
 
     @_guarded
     def renew(self, lease: Lease) -> None:
@@ -225,6 +225,10 @@ class SqliteStore(SqlJournal):
         with self._transaction():
             self._conn.execute("UPDATE owners SET expires_at = 0 WHERE run_id = ? AND token = ?",
                                (lease.run_id, lease.token))
+
+    def reopen(self) -> SqliteStore:
+        """A second connection to the file, usable from another thread (a heartbeat's)."""
+        return SqliteStore(self.path, timeout=self.timeout, same_thread=False)
 
     def _check_fence(self, lease: Lease) -> None:
         row = self._conn.execute("SELECT owner, token FROM owners WHERE run_id = ?", (lease.run_id,)).fetchone()
