@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
 from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
-from agentfsm.impl.durable.children import decisions_of
+from agentfsm.impl.durable.children import decisions_of, parent_effect
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
@@ -123,19 +123,28 @@ class Durability:
 
     def link(self, driver: Driver, agent: EffectAgent, reporter: Reporter) -> DurableLink:
         """Attach ``agent`` to the run: recovered (``--resume`` of a run the store holds, said so)
-        or created. A run killed before its first write is not in the store: resuming it starts
-        it, and says so; deciding anything for it is bad input."""
+        or created. Resuming never starts a run the store does not hold (a mistyped id, or
+        records lost with a deleted log, would perform every effect again): bad input."""
         runs = self.store.runs()
         exists = self.resume and self.run_id in runs
         if self.decisions and not exists:
             raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
-            reporter.note("resume", f"run {self.run_id} is not in the store (nothing was journaled): starting it")
+            raise BadInput(f"no run {self.run_id!r} to resume: {held_runs(runs)}")
         link = DurableLink.open(driver, agent, self.store, self.run_id, exists,
                                 decisions_of(None, self.decisions, runs))  # child runs' decisions: theirs
         if exists:
             reporter.note("resume", f"run {self.run_id} recovered at version {link.run.version} in {link.run.state}")
         return link
+
+
+def held_runs(runs: Sequence[str]) -> str:
+    """What a store holds, for a message about a run it does not (a mistyped id)."""
+    runs = [r for r in runs if parent_effect(r) is None]  # a sub-agent's child run is not resumed itself
+    if not runs:
+        return "the store holds no run (to start one, leave out --resume)"
+    shown = ", ".join(repr(r) for r in runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+    return f"the store holds {shown} (to start a new run, leave out --resume)"
 
 
 class Numbering(Conversing, Protocol):

@@ -196,6 +196,11 @@ class Trial:
                 continue
             if proc.code == 2 and "exists; continue it with --resume" in proc.err:
                 continue
+            if proc.code == 2 and "no run 'run' to resume" in proc.err:  # killed before its first write
+                proc = self.cli(*self.run_args())
+                if proc.code == 0:
+                    return
+                continue
             _, view = self.journal()
             runs = [] if view is None else view.get("runs", [])
             decisions = [d["id"] for run in runs for d in run.get("decisions", [])]

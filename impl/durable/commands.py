@@ -35,7 +35,7 @@ from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLos
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair_torn_tail
 from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
-from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
+from agentfsm.impl.play import Durability, Reporter, held_runs, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
@@ -311,8 +311,11 @@ def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
     store = _open_run_store(args)
     try:
         with _journal_errors(args):
-            if not args.resume and args.run_id in store.runs():
+            runs = store.runs()
+            if not args.resume and args.run_id in runs:
                 raise RunExists(args.run_id)
+            if args.resume and args.run_id not in runs:  # never started by a resume (a mistyped id)
+                raise BadInput(f"{args.store}: no run {args.run_id!r} to resume: {held_runs(runs)}")
             refuse_worker_run(store, args)
             ownership = Ownership(store, args.store, args.run_id, args.lease)
     except BaseException:
