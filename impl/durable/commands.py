@@ -32,7 +32,7 @@ from agentfsm.impl.durable.journal import (
     UnknownRun,
 )
 from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
-from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair_torn_tail
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
 from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
 from agentfsm.impl.play import Durability, Reporter, held_runs, play_agent, report_decisions
@@ -552,7 +552,9 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
 
 
 def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
-    """``--repair``: cut a damaged tail back, as this run's owner (never under a live one)."""
+    """``--repair``: cut a damaged tail back, or accept a damaged write-ahead log's loss, as this
+    run's owner (never under a live one); either way the effects the lost records may have
+    started become ``unknown``, and are named."""
     lease: Lease | None = None
     owned = owning(store)
     if owned is not None:
@@ -560,17 +562,24 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
             lease = owned.acquire(run_id, owner_name(), 15.0)
         except RunHeld as exc:
             raise BadInput(f"{args.path}: {exc}") from None
+    log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
-        discarded = repair_torn_tail(store, run_id)
+        repaired = repair(store, run_id, log_lost)
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:
         if lease is not None and owned is not None:
             owned.release(lease)
-    if discarded is not None:
-        entry["repaired"] = {"discarded_from": discarded}
-        if not args.json:
-            print(f"run {run_id}: repaired: records from {discarded} on discarded (a 'repaired' record says so)")
+    if repaired is None:
+        return
+    entry["repaired"] = {"discarded_from": repaired.discarded_from, "unknown": list(repaired.unknown)}
+    if not args.json:
+        cut = (f"records from {repaired.discarded_from} on discarded" if repaired.discarded_from is not None
+               else "the write-ahead log's lost records accepted")
+        print(f"run {run_id}: repaired: {cut} (a 'repaired' record says so)")
+        for key in repaired.unknown:
+            print(f"run {run_id}: unknown: {key}: emitted and not completed before the loss, it may have run: "
+                  "a decision on --resume (completed, failed or rerun)")
 
 
 def _print_run(entry: dict[str, JSON], records: list[Record]) -> None:
