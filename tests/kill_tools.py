@@ -1,9 +1,12 @@
 """Tools for `agentfsm worker --tools kill_tools:tools` in tests: ledger tools (a file named by
 $AGENTFSM_TEST_LEDGER) that linger $AGENTFSM_TEST_TOOL_DELAY seconds after acting, so a test
-can SIGKILL the worker in the middle of a tool call."""
+can SIGKILL the worker in the middle of a tool call. With $AGENTFSM_TEST_TOOL_GIL set they
+linger in one C call that holds the interpreter's lock (a CPU-bound extension does that):
+no other thread of the worker runs meanwhile."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from pathlib import Path
@@ -15,14 +18,18 @@ from agentfsm.spec.model import Table
 
 
 class LingeringTool:
-    def __init__(self, inner: LedgerTool, delay: float) -> None:
+    def __init__(self, inner: LedgerTool, delay: float, hold_gil: bool = False) -> None:
         self.inner = inner
         self.delay = delay
+        self.hold_gil = hold_gil
         self.fences = inner.fences
 
     def run(self, call: EffectCall) -> JSON:
         result = self.inner.run(call)
-        time.sleep(self.delay)
+        if self.hold_gil:
+            ctypes.PyDLL(None).sleep(round(self.delay))  # a PyDLL call keeps the GIL throughout
+        else:
+            time.sleep(self.delay)
         return result
 
     def status(self, call: EffectCall) -> StatusReply | None:
@@ -32,5 +39,6 @@ class LingeringTool:
 def tools(table: Table) -> dict[str, Tool]:
     ledger = FileLedger(Path(os.environ["AGENTFSM_TEST_LEDGER"]))
     delay = float(os.environ.get("AGENTFSM_TEST_TOOL_DELAY", "0"))
-    return {a.name: LingeringTool(LedgerTool(ledger, a.idempotent, True), delay)
+    hold_gil = bool(os.environ.get("AGENTFSM_TEST_TOOL_GIL"))
+    return {a.name: LingeringTool(LedgerTool(ledger, a.idempotent, True), delay, hold_gil)
             for a in table.actions if a.effect == "external"}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from agentfsm.impl.driver import StateChange
+from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
 from agentfsm.impl.durable.journal import (
     INTERRUPT,
@@ -213,8 +214,9 @@ def owning(store: Store) -> OwnedStore | None:
 
 class Ownership:
     """This process's ownership of one run (SQLite and PostgreSQL alike): a lease taken before
-    the run is opened, renewed by a heartbeat on its own connection, carried by every append (a
-    process that lost it writes nothing more), and released at the end."""
+    the run is opened, renewed by a heartbeat thread and a heartbeat process (``Beats``), each
+    on its own connection, carried by every append (a process that lost it writes nothing
+    more), and released at the end."""
 
     def __init__(self, store: Store, url: str, run_id: str, seconds: float) -> None:
         self.lease: Lease | None = None
@@ -222,14 +224,20 @@ class Ownership:
         self._beat_store: OwnedStore | None = None
         self.raw = store
         self.store: Store = store
+        self.beats: Beats | None = None
         owned = owning(store)
         if owned is not None:
             self.lease = owned.acquire(run_id, owner_name(), seconds)
             self.store = FencedStore(owned, self.lease)
             beat_store = self._beat_store = owned.reopen()
             self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+            self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
+            self.beats.hold(self.lease)
 
     def close(self) -> None:
+        if self.beats is not None and self.lease is not None:
+            self.beats.drop(self.lease)
+            self.beats.close()
         if self.heartbeat is not None:
             self.heartbeat.__exit__()
         if self._beat_store is not None:

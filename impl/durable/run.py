@@ -321,8 +321,9 @@ class DurableRun:
 
     def _outlived(self, effect: Effect) -> str:
         if effect.idempotent and effect.attempts >= self.options.max_attempts:
-            return (f" (started {effect.attempts} times, it never completed before its owner stopped or lost "
-                    "the lease: it keeps outliving the lease, so it is not retried again)")
+            return (f" (started {effect.attempts} times and no outcome journaled: each time its owner stopped, or "
+                    "lost the lease before it could journal the outcome, so it may have run, even to completion, "
+                    "every time; it keeps outliving the lease, so it is not retried again)")
         return ""
 
     # -- writing -------------------------------------------------------------------------
