@@ -126,7 +126,7 @@ class Durability:
         or created. Resuming never starts a run the store does not hold (a mistyped id, or
         records lost with a deleted log, would perform every effect again): bad input."""
         runs = self.store.runs()
-        exists = self.resume and self.run_id in runs
+        exists = self.resume and in_store(self.run_id, runs)
         if self.decisions and not exists:
             raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
@@ -136,6 +136,12 @@ class Durability:
         if exists:
             reporter.note("resume", f"run {self.run_id} recovered at version {link.run.version} in {link.run.state}")
         return link
+
+
+def in_store(run_id: str, runs: Sequence[str]) -> bool:
+    """Whether the store holds the run: itself, or runs an agent journals under its id (the
+    explorer's ``RUN/task-N``, the tool-call runner's ``RUN/call-N``)."""
+    return run_id in runs or any(r.startswith(run_id + "/") for r in runs)
 
 
 def held_runs(runs: Sequence[str]) -> str:
@@ -251,5 +257,10 @@ def play_events(table: Table, script: EventScript, reporter: Reporter) -> int:
             return 1
         reporter.step(StateChange(seq, previous, outcome.state, event, dict(params), outcome.accepted,
                                   outcome.status, outcome.actions, outcome.vars))
-    reporter.note("done", f"final state {engine.state}, {len(engine.anomalies)} anomalies")
+        if outcome.status == "rejected" and table.unhandled.anomaly == "halt":  # as a durable run ends
+            reporter.note("blocked", f"state {engine.state}: event {seq} ({event}) was rejected and the table "
+                                     f"halts on an anomaly; {len(engine.anomalies)} anomalies")
+            return 1
+    final = table.states[table.state_index[engine.state]].final
+    reporter.note("done", f"{'final state' if final else 'state'} {engine.state}, {len(engine.anomalies)} anomalies")
     return 0

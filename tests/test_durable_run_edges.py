@@ -54,7 +54,7 @@ def test_a_journal_of_another_machine_is_refused(loom: Table) -> None:
     DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
     other = load_table_bytes(b"format: 1\nmachine: other\nstates: {A: {initial: true}}\nevents: {}\ntransitions: []\n",
                              "o.yaml")
-    with pytest.raises(JournalError, match=r"^run 'r' runs machine 'loom-agent', not 'other'$"):
+    with pytest.raises(JournalError, match=r"^run 'r' runs machine 'loom-agent', not 'other': give its own table$"):
         DurableRun.open(store, other, "r", {})
 
 

@@ -26,6 +26,7 @@ from agentfsm.impl.durable.journal import (
     Entry,
     JournalError,
     Loaded,
+    OtherMachine,
     Record,
     RunExists,
     Store,
@@ -36,7 +37,7 @@ from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLos
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
 from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
-from agentfsm.impl.play import Durability, Reporter, held_runs, play_agent, report_decisions
+from agentfsm.impl.play import Durability, Reporter, held_runs, in_store, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
@@ -193,7 +194,7 @@ def _journal_errors(args: argparse.Namespace) -> Iterator[None]:
         raise BadInput(f"{args.store}: run {args.run_id!r} exists; continue it with --resume") from None
     except UnknownRun:
         raise BadInput(f"{args.store}: no run {args.run_id!r} to resume") from None
-    except RunHeld as exc:
+    except (RunHeld, OtherMachine) as exc:
         raise BadInput(f"{args.store}: {exc}") from None
     except DAMAGE as exc:
         raise BadInput(damage_message(args.store, exc)) from None
@@ -322,8 +323,9 @@ def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
             runs = store.runs()
             if not args.resume and args.run_id in runs:
                 raise RunExists(args.run_id)
-            if args.resume and args.run_id not in runs:  # never started by a resume (a mistyped id)
-                raise BadInput(f"{args.store}: no run {args.run_id!r} to resume: {held_runs(runs)}")
+            if args.resume and not in_store(args.run_id, runs):  # never started by a resume (a mistyped id)
+                nothing = ", so it has nothing to decide" if args.decide else ""
+                raise BadInput(f"{args.store}: no run {args.run_id!r} to resume{nothing}: {held_runs(runs)}")
             refuse_worker_run(store, args)
             ownership = Ownership(store, args.store, args.run_id, args.lease)
     except BaseException:
@@ -541,6 +543,9 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
             records = store.records(run_id)
             entry["records"] = [r.to_json() for r in records]
             table = table_for(machine, args.table)
+            if table is not None and table.machine != machine:
+                raise BadInput(f"{args.path}: --table {args.table} runs machine {table.machine!r}; run {run_id!r} "
+                               f"runs {machine!r}: give its own table, or leave --table out for a bundled one")
             if table is not None:
                 run = DurableRun.attach(store, table, run_id, _tools(table, _ViewOnly()))
                 entry["current"] = run.st.to_json(table)

@@ -47,6 +47,7 @@ from agentfsm.impl.durable.journal import (
     CorruptJournal,
     Entry,
     JournalError,
+    OtherMachine,
     Record,
     Store,
 )
@@ -256,7 +257,7 @@ class DurableRun:
         """Load the run from its newest snapshot and the records after it, without recovering it."""
         machine = store.machine(run_id)
         if machine != table.machine:
-            raise JournalError(f"run {run_id!r} runs machine {machine!r}, not {table.machine!r}")
+            raise OtherMachine(run_id, machine, table.machine)
         stepper = stepper or EngineStepper(table)
         loaded = store.load(run_id)
         records = list(loaded.records)
