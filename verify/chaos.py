@@ -7,7 +7,9 @@ up, a bit flips in the journal or its write-ahead log, workers are killed or fro
 PostgreSQL server is killed and restarted. Every effect appends a line to a ledger outside
 the store. After each trial the run is finished the way a user would (``--resume``,
 deciding every unknown effect ``failed`` — never ``rerun``, so any repeat is the runtime's —
-and ``journal --repair`` when the store names a damaged tail), and the trial is judged:
+and ``journal --repair`` when the store names a damaged tail; the scenarios that test a
+``rerun`` answer it instead, and each ``rerun`` allows that effect one more execution), and
+the trial is judged:
 
 - **duplicated effect**: a ledger line (one effect) appears twice;
 - **lost step**: an effect ran (ledger) that the journal does not know was started, or
@@ -571,9 +573,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "chaos", help="fault campaigns against real durable runs: count duplicated effects, lost steps, stuck runs",
         description="Run bounded campaigns of real agentfsm processes under faults (a second resumer, SIGKILL, "
-                    "SIGSTOP past the lease, a full disk, journal bit flips; with --pg, workers SIGKILLed and "
-                    "frozen and, with --pg-dir, the PostgreSQL server SIGKILLed and restarted), finish every run "
-                    "as a user would, and print a table of duplicated effects, lost steps, stuck runs, unclean "
+                    "SIGSTOP past the lease, a full disk, journal bit flips, a repair then a resume, a mistyped "
+                    "run id; with --pg, two resumers deciding rerun on PostgreSQL, workers SIGKILLed and frozen, "
+                    "tools outliving the lease asleep or keeping the GIL and, with --pg-dir, the PostgreSQL server "
+                    "SIGKILLed and restarted), finish every run as a user would, and print a table of runs, "
+                    "duplicated effects (beyond the reruns the user allowed), lost steps, stuck runs, unclean "
                     "errors and damage reported or repaired. Exit 0 when no effect was duplicated, no step lost, "
                     "no run stuck and no error unclean; 1 otherwise.")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS + PG_SCENARIOS + WORKER_SCENARIOS,
