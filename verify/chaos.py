@@ -288,6 +288,10 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, tool
         answer = lost_started(trial, rng) if scenario == "repair-resume" else mistyped(trial, rng)
     else:
         first = trial.start()
+        deadline = time.monotonic() + BOUND
+        while scenario == "bit-flip" and not (folder / "j.db").exists() and first.poll() is None \
+                and time.monotonic() < deadline:  # a loaded machine starts slowly: something to flip
+            time.sleep(0.02)
         time.sleep(rng.uniform(0.3, 2.5))
         if scenario == "two-resumers":
             second = trial.start("--resume")
