@@ -6,7 +6,8 @@ working, and the tool's completed result is then refused. ``Beats`` renews lease
 child process instead (``python -P -m agentfsm.impl.durable.beat URL PID``; ``-P``: not
 the package of a source checkout in the working directory), on its own
 connection to the store. The owner tells it which leases to hold and drop, one JSON line
-each on the child's stdin; the child answers with a line for each lease it lost.
+each on the child's stdin; a lease the child finds lost it stops renewing (the owner's own
+writes are fenced, so the owner learns it there).
 
 The child renews only while its owner can act: it stops renewing while the owner is stopped
 (SIGSTOP, a debugger: its lease must lapse so another process can take the run over, as the
@@ -37,15 +38,12 @@ class Beats:
     """The owner's side: one child process renewing the leases it is told to hold."""
 
     def __init__(self, url: str) -> None:
-        self.lost: dict[tuple[str, int], str] = {}
         argv = [sys.executable, "-P", "-m", "agentfsm.impl.durable.beat", url, str(os.getpid())]
         self._child = subprocess.Popen(argv,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, close_fds=True)
         self._lock = threading.Lock()
         assert self._child.stdout is not None
         self._child.stdout.readline()  # ready (connected): its first renewal will not come late
-        self._reader = threading.Thread(target=self._read, name="heartbeat reports", daemon=True)
-        self._reader.start()
 
     def _send(self, message: dict[str, object]) -> None:
         assert self._child.stdin is not None
@@ -55,12 +53,6 @@ class Beats:
                 self._child.stdin.flush()
             except (BrokenPipeError, ValueError):  # the child is gone: the owner's writes are still fenced
                 pass
-
-    def _read(self) -> None:
-        assert self._child.stdout is not None
-        for line in self._child.stdout:
-            report = json.loads(line)
-            self.lost[(str(report["run_id"]), int(report["token"]))] = str(report["reason"])
 
     def hold(self, lease: Lease) -> None:
         self._send({"run_id": lease.run_id, "token": lease.token, "seconds": lease.seconds, "owned": lease.owned,
@@ -86,7 +78,8 @@ class Beats:
         except subprocess.TimeoutExpired:
             self._child.kill()
             self._child.wait()
-        self._reader.join(5)
+        if self._child.stdout is not None:
+            self._child.stdout.close()
 
 
 def stopped(pid: int) -> bool:
@@ -134,9 +127,8 @@ def main(url: str, owner: int) -> None:
                     continue
                 try:
                     renew(lease)
-                except LeaseLost as exc:
+                except LeaseLost:
                     del held[key]
-                    print(json.dumps({"run_id": lease.run_id, "token": lease.token, "reason": str(exc)}), flush=True)
                     continue
                 except Exception:  # the store is unreachable now: try again at the next beat
                     pass
