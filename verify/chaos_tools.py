@@ -1,9 +1,9 @@
-"""The tools of the ``slow-tools`` chaos scenario (``agentfsm worker --tools
-agentfsm.verify.chaos_tools:tools``): each execution appends its key to the ledger file
-named by $AGENTFSM_CHAOS_LEDGER, then lingers $AGENTFSM_CHAOS_LINGER seconds, longer than
-the lease: asleep, or with $AGENTFSM_CHAOS_GIL set in one C call that keeps the GIL (as a
-CPU-bound extension does), so no other thread of the worker runs meanwhile. No status query:
-an execution whose outcome a worker could not journal becomes a decision or a retry."""
+"""Ledger tools that linger after acting, longer than a lease: the ``slow-tools`` chaos
+scenario's (``agentfsm worker --tools agentfsm.verify.chaos_tools:tools``) and the tests'.
+Each execution appends its key to a ledger file, then lingers: asleep, or in one C call that
+keeps the GIL (as a CPU-bound extension does), so no other thread of the worker runs
+meanwhile. The chaos scenario's have no status query: an execution whose outcome a worker
+could not journal becomes a decision."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class SlowTool:
         self.inner = inner
         self.seconds = seconds
         self.hold_gil = hold_gil
+        self.fences = inner.fences
 
     def run(self, call: EffectCall) -> JSON:
         result = self.inner.run(call)
@@ -33,12 +34,16 @@ class SlowTool:
         return result
 
     def status(self, call: EffectCall) -> StatusReply | None:
-        return None
+        return self.inner.status(call)
+
+
+def slow_tools(table: Table, ledger: Path, seconds: float, hold_gil: bool, has_status: bool) -> dict[str, Tool]:
+    """A slow ledger tool for every external action of the table."""
+    return {a.name: SlowTool(LedgerTool(FileLedger(ledger), a.idempotent, has_status), seconds, hold_gil)
+            for a in table.actions if a.effect == "external"}
 
 
 def tools(table: Table) -> dict[str, Tool]:
-    ledger = FileLedger(Path(os.environ["AGENTFSM_CHAOS_LEDGER"]))
-    seconds = float(os.environ.get("AGENTFSM_CHAOS_LINGER", "0"))
-    hold_gil = bool(os.environ.get("AGENTFSM_CHAOS_GIL"))
-    return {a.name: SlowTool(LedgerTool(ledger, a.idempotent, False), seconds, hold_gil)
-            for a in table.actions if a.effect == "external"}
+    """The chaos scenario's, from $AGENTFSM_CHAOS_LEDGER, $AGENTFSM_CHAOS_LINGER, $AGENTFSM_CHAOS_GIL."""
+    return slow_tools(table, Path(os.environ["AGENTFSM_CHAOS_LEDGER"]), float(os.environ.get("AGENTFSM_CHAOS_LINGER",
+                      "0")), bool(os.environ.get("AGENTFSM_CHAOS_GIL")), has_status=False)
