@@ -69,7 +69,8 @@ test-slow: setup
 	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 # Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
-# workers and the PostgreSQL server killed), about 3 to 5 minutes; also marked slow, so
+# repair then resume, a mistyped run id, two resumers on PostgreSQL, tools outliving the lease,
+# workers and the PostgreSQL server killed), at least 100 runs per store; also marked slow, so
 # test-slow runs them too. See docs/durability.md.
 chaos: setup
 	$(BIN)/pytest -m chaos

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
 from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
-from agentfsm.impl.durable.children import decisions_of
+from agentfsm.impl.durable.children import decisions_of, parent_effect
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
@@ -126,19 +126,34 @@ class Durability:
 
     def link(self, driver: Driver, agent: EffectAgent, reporter: Reporter) -> DurableLink:
         """Attach ``agent`` to the run: recovered (``--resume`` of a run the store holds, said so)
-        or created. A run killed before its first write is not in the store: resuming it starts
-        it, and says so; deciding anything for it is bad input."""
+        or created. Resuming never starts a run the store does not hold (a mistyped id, or
+        records lost with a deleted log, would perform every effect again): bad input."""
         runs = self.store.runs()
-        exists = self.resume and self.run_id in runs
+        exists = self.resume and in_store(self.run_id, runs)
         if self.decisions and not exists:
             raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
-            reporter.note("resume", f"run {self.run_id} is not in the store (nothing was journaled): starting it")
+            raise BadInput(f"no run {self.run_id!r} to resume: {held_runs(runs)}")
         link = DurableLink.open(driver, agent, self.store, self.run_id, exists,
                                 decisions_of(None, self.decisions, runs))  # child runs' decisions: theirs
         if exists:
             reporter.note("resume", f"run {self.run_id} recovered at version {link.run.version} in {link.run.state}")
         return link
+
+
+def in_store(run_id: str, runs: Sequence[str]) -> bool:
+    """Whether the store holds the run: itself, or runs an agent journals under its id (the
+    explorer's ``RUN/task-N``, the tool-call runner's ``RUN/call-N``)."""
+    return run_id in runs or any(r.startswith(run_id + "/") for r in runs)
+
+
+def held_runs(runs: Sequence[str]) -> str:
+    """What a store holds, for a message about a run it does not (a mistyped id)."""
+    runs = [r for r in runs if parent_effect(r) is None]  # a sub-agent's child run is not resumed itself
+    if not runs:
+        return "the store holds no run (to start one, leave out --resume)"
+    shown = ", ".join(repr(r) for r in runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+    return f"the store holds {shown} (to start a new run, leave out --resume)"
 
 
 class Numbering(Conversing, Protocol):
@@ -245,5 +260,10 @@ def play_events(table: Table, script: EventScript, reporter: Reporter) -> int:
             return 1
         reporter.step(StateChange(seq, previous, outcome.state, event, dict(params), outcome.accepted,
                                   outcome.status, outcome.actions, outcome.vars))
-    reporter.note("done", f"final state {engine.state}, {len(engine.anomalies)} anomalies")
+        if outcome.status == "rejected" and table.unhandled.anomaly == "halt":  # as a durable run ends
+            reporter.note("blocked", f"state {engine.state}: event {seq} ({event}) was rejected and the table "
+                                     f"halts on an anomaly; {len(engine.anomalies)} anomalies")
+            return 1
+    final = table.states[table.state_index[engine.state]].final
+    reporter.note("done", f"{'final state' if final else 'state'} {engine.state}, {len(engine.anomalies)} anomalies")
     return 0

@@ -26,7 +26,7 @@ from agentfsm.impl.agents.prompts import ScriptedAnswer, ScriptedVerdict
 from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, Wait
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.expr import Value
-from agentfsm.spec.yamlio import load_document
+from agentfsm.spec.yamlio import MAX_BYTES, load_document
 
 SETTINGS: dict[str, type] = {
     "retry_base": float, "retry_factor": float, "retry_max": float, "tool_concurrency": int, "tool_timeout": float,
@@ -79,6 +79,10 @@ def load_script(path: Path | str, *, replies: bool = True) -> Script:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise ScriptError(f"{file}: cannot read: {exc.strerror}") from None
+    if len(raw) > MAX_BYTES:  # the loader's own words are about tables
+        raise ScriptError(f"{file}: larger than {MAX_BYTES // 1024} KiB: too large for a script")
+    if not raw.strip():
+        raise ScriptError(f"{file}: empty: a script is a mapping with 'inputs' and 'replies', or with 'events'")
     try:
         data = load_document(raw, file).data
     except TableError as exc:
@@ -212,6 +216,10 @@ def _event(entry: Any, i: int, fail: Any) -> tuple[str, Mapping[str, Value]]:
     if isinstance(entry, dict) and len(entry) == 1:
         [(name, params)] = entry.items()
         params = params or {}
-        if isinstance(params, dict) and all(isinstance(v, int) for v in params.values()):
+        if isinstance(params, dict):
+            for key, value in params.items():
+                if not isinstance(value, int):
+                    raise fail(f"event {i}: {name}: parameter {key!r} is {value!r}: a parameter's value is an "
+                               "integer or a boolean")
             return str(name), params
     raise fail(f"event {i}: expected NAME or {{NAME: {{param: value}}}}")

@@ -134,8 +134,8 @@ def test_chaos_json_counts_one_trial(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0, err
     report = enveloped(json.loads(out), "chaos")
     assert set(report) == {"format", "kind", "ok", "seed", "rows"} and report["ok"] is True and report["seed"] == 3
-    assert report["rows"] == [{"scenario": "two-resumers", "trials": 1, "faults": 1, "duplicated": 0, "lost": 0,
-                               "stuck": 0, "unclean": 0, "damaged": 0, "repaired": 0, "notes": []}]
+    assert report["rows"] == [{"scenario": "two-resumers", "trials": 1, "runs": 1, "faults": 1, "duplicated": 0,
+                               "lost": 0, "stuck": 0, "unclean": 0, "damaged": 0, "repaired": 0, "notes": []}]
 
 
 @pytest.mark.slow   # every mutant in its own adapter process
@@ -162,7 +162,7 @@ def test_journal_run_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert code == 0, err
     code, out, err = run_cli(["journal", store, "--run", "second", "--table", str(table), "--json"], capsys)
     assert code == 0, err
-    [run] = json.loads(out)["runs"]
+    [run] = enveloped(json.loads(out), "journal")["runs"]
     assert run["run_id"] == "second" and run["current"]["state"] == "Stopped"
     code, out, err = run_cli(["journal", store, "--run", "second", "--json"], capsys)
     assert code == 0 and "current" not in json.loads(out)["runs"][0]   # not bundled: --table names the table

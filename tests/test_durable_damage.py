@@ -177,3 +177,34 @@ def test_a_flipped_bit_in_the_log_header_is_detected_even_without_the_index(tmp_
     clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "its header fails its checksum")
     (tmp_path / "j.db-shm").unlink()
     clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "its header fails its checksum")
+
+
+def uncommitted_frames_after_the_last_commit(tmp_path: Path, count: int) -> bytes:
+    """The killed run's log with ``count`` frames of an aborted transaction after its last commit,
+    as a full disk leaves them: the log's salts, no commit mark, the first failing its checksum
+    (a write that did not finish), the later ones left from a longer attempt before it."""
+    killed_with_log(tmp_path)
+    wal = tmp_path / "j.db-wal"
+    data = bytearray(wal.read_bytes())
+    size = 24 + 4096
+    frame = bytearray(data[32:32 + size])
+    frame[4:8] = bytes(4)  # no commit mark: a frame of a transaction that never committed
+    frame[16:24] = bytes(8)  # the checksum of a chain that was never finished
+    data += frame * count
+    wal.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_uncommitted_frames_after_the_last_commit_are_not_damage(tmp_path: Path) -> None:
+    """Issue 25, defect 5: a full disk mid-write left frames of a transaction that never committed;
+    they were reported as damage that "would drop committed frames" and needed a repair."""
+    uncommitted_frames_after_the_last_commit(tmp_path, 3)
+    view = run("journal", "j.db", cwd=tmp_path)
+    assert view.returncode == 0 and "damaged" not in view.stderr, view.stdout + view.stderr
+
+
+def test_a_commit_after_a_damaged_frame_is_still_damage(tmp_path: Path) -> None:
+    data = bytearray(uncommitted_frames_after_the_last_commit(tmp_path, 3))
+    data[-(24 + 4096) + 4:-(24 + 4096) + 8] = (7).to_bytes(4, "big")  # the last one marks a commit
+    (tmp_path / "j.db-wal").write_bytes(bytes(data))
+    clean_error(run("journal", "j.db", cwd=tmp_path), "j.db-wal", "committed frames follow it")

@@ -47,7 +47,7 @@ def test_an_idempotent_effect_is_started_five_times_by_default_then_left_to_the_
     again = DurableRun.open(store, loom, "r", tools)
     [decision] = again.decisions()
     assert (decision.kind, again.st.effects["r/2/0"].attempts) == ("unknown-effect", 5)
-    assert "(started 5 times," in decision.message
+    assert "(started 5 times and no outcome journaled" in decision.message
 
 
 class Recording:

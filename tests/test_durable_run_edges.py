@@ -54,7 +54,7 @@ def test_a_journal_of_another_machine_is_refused(loom: Table) -> None:
     DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
     other = load_table_bytes(b"format: 1\nmachine: other\nstates: {A: {initial: true}}\nevents: {}\ntransitions: []\n",
                              "o.yaml")
-    with pytest.raises(JournalError, match=r"^run 'r' runs machine 'loom-agent', not 'other'$"):
+    with pytest.raises(JournalError, match=r"^run 'r' runs machine 'loom-agent', not 'other': give its own table$"):
         DurableRun.open(store, other, "r", {})
 
 
@@ -134,7 +134,8 @@ def test_an_idempotent_effect_that_keeps_outliving_its_owner_becomes_a_decision(
     again = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=2))
     [decision] = again.decisions()
     assert (decision.kind, decision.id, again.st.effects["r/2/0"].attempts) == ("unknown-effect", "r/2/0", 2)
-    assert "(started 2 times, it never completed before its owner stopped or lost the lease" in decision.message
+    assert "(started 2 times and no outcome journaled: each time its owner stopped, or lost the lease before it " \
+           "could journal the outcome, so it may have run, even to completion, every time" in decision.message
     retried = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=3))
     assert retried.decisions() == [] and retried.st.effects["r/2/0"].status == "completed"
     assert ledger.executions()["r/2/0"] == 1     # idempotent: the service ran it once, whatever the retries

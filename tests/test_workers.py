@@ -79,14 +79,14 @@ def test_migrations_apply_once_and_upgrade_an_older_schema(pg_url: str, schema: 
         conn.execute("INSERT INTO agentfsm_schema VALUES (1, now())")
         conn.execute("INSERT INTO runs VALUES ('old', 'm', 0, '')")
     store = PostgresStore(pg_url, schema)
-    assert store.schema_version() == SCHEMA_VERSION == 2
+    assert store.schema_version() == SCHEMA_VERSION == 3
     assert store.runs() == ["old"] and store.jobs() == []
     store.close()
     again = PostgresStore(pg_url, schema)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         rows = conn.execute(sql.SQL("SELECT version FROM {}.agentfsm_schema ORDER BY version").format(
             sql.Identifier(schema))).fetchall()
-        assert [r[0] for r in rows] == [1, 2]
+        assert [r[0] for r in rows] == [1, 2, 3]
         conn.execute(sql.SQL("INSERT INTO {}.agentfsm_schema VALUES (99, now())").format(sql.Identifier(schema)))
     again.close()
     with pytest.raises(JournalError, match=r"schema version 99.*upgrade agentfsm"):

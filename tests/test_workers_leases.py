@@ -57,6 +57,29 @@ def test_a_tool_longer_than_the_lease_keeps_its_run(pg_url: str, tmp_path: Path)
         store.close()
 
 
+def test_a_tool_holding_the_interpreter_lock_longer_than_the_lease_keeps_its_run(pg_url: str,
+                                                                                   tmp_path: Path) -> None:
+    """Issue 25, defect 4: the heartbeat was a thread of the worker's interpreter, and a tool in a C
+    call that holds the GIL starved it: an idempotent tool ran to completion at every claim (its
+    result refused each time) until the run was blocked with a false "it never completed"."""
+    path = tmp_path / "counter.yaml"
+    path.write_text(COUNTER.read_text().replace("idempotent: false", "idempotent: true"))
+    ledger = tmp_path / "effects"
+    env = {**os.environ, "PYTHONPATH": TESTS, "AGENTFSM_TEST_LEDGER": str(ledger), "AGENTFSM_TEST_TOOL_DELAY": "3",
+           "AGENTFSM_TEST_TOOL_GIL": "1"}
+    with fresh_schema(pg_url) as schema:
+        url = f"{pg_url}?schema={schema}"
+        store = PostgresStore(pg_url, schema)
+        submit(store, load_table(path), "a", [("Tick", {}), ("Stop", {})])
+        argv = [AGENTFSM, "worker", str(path), "--store", url, "--tools", "kill_tools:tools", "--lease", "1",
+                "--poll", "0.05", "--exit-when-idle"]
+        worker = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert worker.returncode == 0, worker.stderr
+        assert [(j.status, j.claims) for j in store.jobs()] == [("done", 1)], worker.stderr
+        assert FileLedger(ledger).executions() == {"a/2/0": 1}
+        store.close()
+
+
 def test_an_effect_that_keeps_outliving_the_lease_becomes_a_decision(tmp_path: Path) -> None:
     """Defect 3: an idempotent effect whose owner keeps dying mid-call was retried forever."""
     path = tmp_path / "counter.yaml"

@@ -171,6 +171,8 @@ class AgentCrash:
             return
         self.report.kills += 1
         resumed = self.play(where, "--resume")
+        if resumed.returncode == 2 and "no run 'run' to resume" in resumed.stderr:  # killed before its first
+            resumed = self.play(where)                                                # write: started again
         decisions = [text.split(":")[0].split()[-1] for text in notes(resumed.stdout, "decision")]
         if decisions:
             self.report.decisions += len(decisions)

@@ -12,9 +12,10 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentfsm.impl.driver import StateChange
+from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
 from agentfsm.impl.durable.journal import (
     INTERRUPT,
@@ -25,6 +26,7 @@ from agentfsm.impl.durable.journal import (
     Entry,
     JournalError,
     Loaded,
+    OtherMachine,
     Record,
     RunExists,
     Store,
@@ -32,17 +34,17 @@ from agentfsm.impl.durable.journal import (
     UnknownRun,
 )
 from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
-from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair_torn_tail
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
 from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
-from agentfsm.impl.play import Durability, Reporter, play_agent, report_decisions
+from agentfsm.impl.play import Durability, Reporter, held_runs, in_store, play_agent, report_decisions
 from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
 
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, deprecated, load_tables
+from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, deprecated, json_envelope, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -55,7 +57,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="with --resume: settle a pending decision first: an unknown effect's key with "
                           "completed, failed or rerun; an anomaly with continue (repeatable)")
     run.add_argument("--lease", type=float, metavar="SECONDS",
-                     help="with --store on SQLite: this process owns the run through a lease it renews every "
+                     help="with --store: this process owns the run through a lease it renews every "
                           "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
 
@@ -192,7 +194,7 @@ def _journal_errors(args: argparse.Namespace) -> Iterator[None]:
         raise BadInput(f"{args.store}: run {args.run_id!r} exists; continue it with --resume") from None
     except UnknownRun:
         raise BadInput(f"{args.store}: no run {args.run_id!r} to resume") from None
-    except RunHeld as exc:
+    except (RunHeld, OtherMachine) as exc:
         raise BadInput(f"{args.store}: {exc}") from None
     except DAMAGE as exc:
         raise BadInput(damage_message(args.store, exc)) from None
@@ -206,32 +208,45 @@ class RunFailed(Exception):
     """The run could not go on (its lease was lost, writes kept conflicting): reported, exit 1."""
 
 
+def owning(store: Store) -> OwnedStore | None:
+    """The store as one that leases a run to one process at a time (SQLite, PostgreSQL), if it is."""
+    return cast(OwnedStore, store) if callable(getattr(store, "acquire", None)) else None
+
+
 class Ownership:
-    """This process's ownership of one run on a SQLite store: a lease taken before the run is
-    opened, renewed by a heartbeat on its own connection, carried by every append (a process
-    that lost it writes nothing more), and released at the end."""
+    """This process's ownership of one run (SQLite and PostgreSQL alike): a lease taken before
+    the run is opened, renewed by a heartbeat thread and a heartbeat process (``Beats``), each
+    on its own connection, carried by every append (a process that lost it writes nothing
+    more), and released at the end."""
 
     def __init__(self, store: Store, url: str, run_id: str, seconds: float) -> None:
         self.lease: Lease | None = None
         self.heartbeat: Heartbeat | None = None
-        self._beat_store: SqliteStore | None = None
+        self._beat_store: OwnedStore | None = None
         self.raw = store
         self.store: Store = store
-        if isinstance(store, SqliteStore):
-            owned: OwnedStore = store
+        self.beats: Beats | None = None
+        owned = owning(store)
+        if owned is not None:
             self.lease = owned.acquire(run_id, owner_name(), seconds)
             self.store = FencedStore(owned, self.lease)
-            beat_store = self._beat_store = SqliteStore(store.path, same_thread=False)
+            beat_store = self._beat_store = owned.reopen()
             self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+            self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
+            self.beats.hold(self.lease)
 
     def close(self) -> None:
+        if self.beats is not None and self.lease is not None:
+            self.beats.drop(self.lease)
+            self.beats.close()
         if self.heartbeat is not None:
             self.heartbeat.__exit__()
         if self._beat_store is not None:
             self._beat_store.close()
-        if self.lease is not None and isinstance(self.raw, SqliteStore):
+        owned = owning(self.raw)
+        if self.lease is not None and owned is not None:
             with contextlib.suppress(JournalError):
-                self.raw.release(self.lease)
+                owned.release(self.lease)
         self.raw.close()
 
 
@@ -305,8 +320,12 @@ def _owned(args: argparse.Namespace) -> Iterator[Ownership]:
     store = _open_run_store(args)
     try:
         with _journal_errors(args):
-            if not args.resume and isinstance(store, SqliteStore) and args.run_id in store.runs():
+            runs = store.runs()
+            if not args.resume and args.run_id in runs:
                 raise RunExists(args.run_id)
+            if args.resume and not in_store(args.run_id, runs):  # never started by a resume (a mistyped id)
+                nothing = ", so it has nothing to decide" if args.decide else ""
+                raise BadInput(f"{args.store}: no run {args.run_id!r} to resume{nothing}: {held_runs(runs)}")
             refuse_worker_run(store, args)
             ownership = Ownership(store, args.store, args.run_id, args.lease)
     except BaseException:
@@ -524,6 +543,9 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
             records = store.records(run_id)
             entry["records"] = [r.to_json() for r in records]
             table = table_for(machine, args.table)
+            if table is not None and table.machine != machine:
+                raise BadInput(f"{args.path}: --table {args.table} runs machine {table.machine!r}; run {run_id!r} "
+                               f"runs {machine!r}: give its own table, or leave --table out for a bundled one")
             if table is not None:
                 run = DurableRun.attach(store, table, run_id, _tools(table, _ViewOnly()))
                 entry["current"] = run.st.to_json(table)
@@ -536,31 +558,41 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
         if not args.json:
             _print_run(entry, records)
     if args.json:
-        print(json.dumps({"ok": not damaged, "runs": out}, indent=2))
+        print(json.dumps(json_envelope("journal", {"ok": not damaged, "runs": out}), indent=2))
     for message in damaged:
         print(f"agentfsm: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT if damaged else EXIT_OK
 
 
 def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
-    """``--repair``: cut a damaged tail back, as this run's owner (never under a live one)."""
+    """``--repair``: cut a damaged tail back, or accept a damaged write-ahead log's loss, as this
+    run's owner (never under a live one); either way the effects the lost records may have
+    started become ``unknown``, and are named."""
     lease: Lease | None = None
-    if isinstance(store, SqliteStore):
+    owned = owning(store)
+    if owned is not None:
         try:
-            lease = store.acquire(run_id, owner_name(), 15.0)
+            lease = owned.acquire(run_id, owner_name(), 15.0)
         except RunHeld as exc:
             raise BadInput(f"{args.path}: {exc}") from None
+    log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
-        discarded = repair_torn_tail(store, run_id)
+        repaired = repair(store, run_id, log_lost)
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:
-        if lease is not None and isinstance(store, SqliteStore):
-            store.release(lease)
-    if discarded is not None:
-        entry["repaired"] = {"discarded_from": discarded}
-        if not args.json:
-            print(f"run {run_id}: repaired: records from {discarded} on discarded (a 'repaired' record says so)")
+        if lease is not None and owned is not None:
+            owned.release(lease)
+    if repaired is None:
+        return
+    entry["repaired"] = {"discarded_from": repaired.discarded_from, "unknown": list(repaired.unknown)}
+    if not args.json:
+        cut = (f"records from {repaired.discarded_from} on discarded" if repaired.discarded_from is not None
+               else "the write-ahead log's lost records accepted")
+        print(f"run {run_id}: repaired: {cut} (a 'repaired' record says so)")
+        for key in repaired.unknown:
+            print(f"run {run_id}: unknown: {key}: emitted and not completed before the loss, it may have run: "
+                  "a decision on --resume (completed, failed or rerun)")
 
 
 def _print_run(entry: dict[str, JSON], records: list[Record]) -> None:

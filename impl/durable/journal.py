@@ -128,6 +128,14 @@ class RunExists(JournalError):
         self.run_id = run_id
 
 
+class OtherMachine(JournalError):
+    """The run is of another machine than the table given to open it: bad input, not damage."""
+
+    def __init__(self, run_id: str, machine: str, table_machine: str) -> None:
+        super().__init__(f"run {run_id!r} runs machine {machine!r}, not {table_machine!r}: give its own table")
+        self.run_id = run_id
+
+
 class Conflict(JournalError):
     """Compare-and-swap lost: the run moved on to ``actual`` while we computed from ``expected``."""
 

@@ -56,6 +56,8 @@ class Lease:
     seconds: float
     script: list[dict[str, JSON]] = field(default_factory=list)
     deadline: float = 0.0
+    owned: bool = False
+    """A lease on a run outside the queue (``OwnedStore.acquire``: a CLI run), not a job's."""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -108,7 +110,8 @@ class FencingStore(Protocol):
 
 
 class OwnedStore(FencingStore, Protocol):
-    """A store where one process owns a run at a time without a queue (SQLite): ``acquire``
+    """A store where one process owns a run at a time without a queue (a CLI run, on SQLite or
+    PostgreSQL): ``acquire``
     takes the run (``RunHeld`` while another live owner holds it), ``renew`` extends the lease
     (``LeaseLost`` once another took it), ``release`` gives it back."""
 
@@ -119,6 +122,10 @@ class OwnedStore(FencingStore, Protocol):
         ...
 
     def release(self, lease: Lease) -> None:
+        ...
+
+    def reopen(self) -> OwnedStore:
+        """A second connection to the same store, for a heartbeat that renews from elsewhere."""
         ...
 
 

@@ -47,6 +47,7 @@ from agentfsm.impl.durable.journal import (
     CorruptJournal,
     Entry,
     JournalError,
+    OtherMachine,
     Record,
     Store,
 )
@@ -256,7 +257,7 @@ class DurableRun:
         """Load the run from its newest snapshot and the records after it, without recovering it."""
         machine = store.machine(run_id)
         if machine != table.machine:
-            raise JournalError(f"run {run_id!r} runs machine {machine!r}, not {table.machine!r}")
+            raise OtherMachine(run_id, machine, table.machine)
         stepper = stepper or EngineStepper(table)
         loaded = store.load(run_id)
         records = list(loaded.records)
@@ -321,8 +322,9 @@ class DurableRun:
 
     def _outlived(self, effect: Effect) -> str:
         if effect.idempotent and effect.attempts >= self.options.max_attempts:
-            return (f" (started {effect.attempts} times, it never completed before its owner stopped or lost "
-                    "the lease: it keeps outliving the lease, so it is not retried again)")
+            return (f" (started {effect.attempts} times and no outcome journaled: each time its owner stopped, or "
+                    "lost the lease before it could journal the outcome, so it may have run, even to completion, "
+                    "every time; it keeps outliving the lease, so it is not retried again)")
         return ""
 
     # -- writing -------------------------------------------------------------------------
@@ -596,18 +598,67 @@ class DurableRun:
         return Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())
 
 
-def repair_torn_tail(store: Store, run_id: str, clock: Clock = time.time) -> int | None:
-    """Discard a damaged tail (a torn or flipped last record, or records missing at the end: the
-    run's recorded version is cut back to the last good record), on the user's explicit request,
-    and journal that it did. Returns the sequence number discarded from, or None when the journal
-    was whole; damage before the tail raises ``CorruptJournal``."""
+LOST_IN_REPAIR = ("the journal lost records (repaired by journal --repair): a `started` record among them may "
+                  "have been lost, so it may have run")
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """What a repair did to one run: the sequence number records were discarded from (None
+    when only the write-ahead log's loss was accepted) and the effects it made ``unknown``."""
+
+    discarded_from: int | None
+    unknown: list[str]
+
+
+def open_effects(records: Sequence[Record]) -> dict[str, int]:
+    """The effects emitted in ``records`` that are neither settled nor ``unknown`` yet (pending
+    or started), with their attempts so far, in the order they were emitted."""
+    status: dict[str, tuple[bool, int]] = {}  # key: (open, attempts)
+    for record in records:
+        body = record.body
+        if record.kind == STEP:
+            for effect in body.get("effects", ()):
+                status[str(effect["key"])] = (True, 0)
+        elif record.kind == STARTED:
+            status[str(body["key"])] = (True, int(body["attempt"]))
+        elif record.kind in (UNKNOWN, COMPLETED) or (record.kind == DECIDED and "key" in body):
+            key = str(body["key"])
+            rerun = record.kind == DECIDED and body["decision"] == "rerun"
+            status[key] = (rerun, status.get(key, (False, 0))[1])
+    return {key: attempts for key, (unsettled, attempts) in status.items() if unsettled}
+
+
+def repair(store: Store, run_id: str, log_lost: str | None = None, clock: Clock = time.time) -> Repaired | None:
+    """Repair the run on the user's explicit request: discard a damaged tail (a torn or flipped
+    last record, records missing at the end: the run's version is cut back to the last good
+    record), or, with ``log_lost`` (why), accept that the store's write-ahead log lost records.
+    Either way records were lost, and a lost one may be the ``started`` of an effect that then
+    ran: every effect emitted and not completed in what survives becomes ``unknown`` (a decision,
+    never a silent re-run), journaled with the ``repaired`` record in one write. None when the
+    journal was whole and no log was lost; damage before the tail raises ``CorruptJournal``."""
+    discarded: int | None = None
     try:
         store.load(run_id)
-        return None
+        reason = log_lost
     except CorruptJournal as exc:
         if not exc.tail:
             raise
         store.discard_tail(run_id, exc.seq)
-        store.append(run_id, store.version(run_id),
-                     [Entry(REPAIRED, {"discarded_from": exc.seq, "reason": exc.reason}, clock())])
-        return exc.seq
+        discarded, reason = exc.seq, exc.reason
+    if reason is None:
+        return None
+    now = clock()
+    unknown = open_effects(store.records(run_id))
+    entries = [Entry(REPAIRED, {"discarded_from": discarded, "reason": reason}, now)]
+    entries += [Entry(UNKNOWN, {"key": key, "attempt": attempts, "reason": LOST_IN_REPAIR}, now)
+                for key, attempts in unknown.items()]
+    store.append(run_id, store.version(run_id), entries)
+    return Repaired(discarded, list(unknown))
+
+
+def repair_torn_tail(store: Store, run_id: str, clock: Clock = time.time) -> int | None:
+    """``repair`` of a damaged tail: the sequence number discarded from, or None when the journal
+    was whole."""
+    repaired = repair(store, run_id, clock=clock)
+    return None if repaired is None else repaired.discarded_from

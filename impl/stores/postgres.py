@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record
-from agentfsm.impl.durable.leases import Job, Lease, LeaseLost
+from agentfsm.impl.durable.leases import Job, Lease, LeaseLost, RunHeld, owner_gone
 from agentfsm.impl.stores.sql import SqlJournal
 from psycopg import sql
 
@@ -72,6 +72,15 @@ MIGRATIONS: tuple[str, ...] = (
         finished_at TIMESTAMPTZ
     );
     CREATE INDEX jobs_queued ON jobs (id) WHERE status = 'queued';
+    """,
+    # 3: one owner per run outside the queue (``agentfsm run --store``), as on SQLite.
+    """
+    CREATE TABLE owners (
+        run_id     TEXT PRIMARY KEY,
+        owner      TEXT NOT NULL,
+        token      BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -153,7 +162,14 @@ class PostgresStore(SqlJournal):
         return self._append(run_id, expect, entries, snapshot, check)
 
     def _check_fence(self, lease: Lease) -> None:
-        """Lock the job row until commit and insist that ``lease`` still holds it."""
+        """Lock the job (or owner) row until commit and insist that ``lease`` still holds it."""
+        if lease.owned:
+            held = self._conn.execute("SELECT owner, token FROM owners WHERE run_id = %s FOR SHARE",
+                                      (lease.run_id,)).fetchone()
+            if held is None or int(held[1]) != lease.token:
+                holder = "nobody" if held is None else f"{held[0]} (lease {held[1]})"
+                raise LeaseLost(lease.run_id, lease.token, f"the run is now owned by {holder}")
+            return
         row = self._conn.execute("SELECT token, status = 'queued' AND expires_at > clock_timestamp() FROM jobs "
                                  "WHERE run_id = %s FOR SHARE", (lease.run_id,)).fetchone()
         if row is None:
@@ -162,6 +178,36 @@ class PostgresStore(SqlJournal):
             raise LeaseLost(lease.run_id, lease.token, f"another worker holds lease {row[0]}")
         if not row[1]:
             raise LeaseLost(lease.run_id, lease.token, "the lease expired or the job was finished")
+
+    # -- one owner per run outside the queue (a CLI run) --------------------------------
+
+    def acquire(self, run_id: str, owner: str, seconds: float) -> Lease:
+        """Own the run (it need not exist yet), as ``SqliteStore.acquire`` does: a token one above
+        the last one; ``RunHeld`` while another owner's lease is live and its process exists. The
+        row is made first and then locked, so two acquirers of a new run serialise on it."""
+        deadline = time.monotonic() + seconds
+        with self._conn.transaction():
+            self._conn.execute("INSERT INTO owners VALUES (%s, '', 0, to_timestamp(0)) ON CONFLICT DO NOTHING",
+                               (run_id,))
+            row = self._conn.execute("SELECT owner, token, extract(epoch FROM expires_at - clock_timestamp()) "
+                                     "FROM owners WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+            assert row is not None  # inserted above
+            owner_then, token, left = str(row[0]), int(row[1]), float(row[2])
+            if left > 0 and not owner_gone(owner_then):
+                raise RunHeld(run_id, owner_then, token, left)
+            self._conn.execute("UPDATE owners SET owner = %s, token = %s, "
+                               "expires_at = clock_timestamp() + make_interval(secs => %s) WHERE run_id = %s",
+                               (owner, token + 1, seconds, run_id))
+        return Lease(run_id, "", token + 1, owner, seconds, deadline=deadline, owned=True)
+
+    def reopen(self) -> PostgresStore:
+        """A second connection to the same schema (a heartbeat's)."""
+        return PostgresStore(self.url, self.schema)
+
+    def release(self, lease: Lease) -> None:
+        """Give the run back (the token stays, so a later owner's is still higher)."""
+        self._conn.execute("UPDATE owners SET expires_at = to_timestamp(0) WHERE run_id = %s AND token = %s",
+                           (lease.run_id, lease.token))
 
     # -- the work queue ------------------------------------------------------------------
 
@@ -191,6 +237,13 @@ class PostgresStore(SqlJournal):
 
     def renew(self, lease: Lease) -> None:
         deadline = time.monotonic() + lease.seconds
+        if lease.owned:
+            cursor = self._conn.execute("UPDATE owners SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                                        "WHERE run_id = %s AND token = %s", (lease.seconds, lease.run_id, lease.token))
+            if cursor.rowcount != 1:
+                raise LeaseLost(lease.run_id, lease.token, "another process took the run over")
+            lease.deadline = deadline
+            return
         cursor = self._conn.execute(
             "UPDATE jobs SET expires_at = clock_timestamp() + make_interval(secs => %s) WHERE run_id = %s "
             "AND token = %s AND status = 'queued' AND expires_at > clock_timestamp()",

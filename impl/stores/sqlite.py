@@ -82,6 +82,8 @@ def what_failed(exc: sqlite3.Error) -> str:
         return f"the database file is damaged ({text})"
     if "locked" in text or "busy" in text:
         return f"another process holds the file's write lock too long ({text})"
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return f"the file or its folder cannot be written (a read-only file or mount?) ({text})"
     if "locking protocol" in text:
         return f"another process keeps the write-ahead log's index locked (stopped or starved?) ({text})"
     return text
@@ -152,12 +154,12 @@ class SqliteStore(SqlJournal):
             raise self._open_failed(exc) from None
 
     def _open_failed(self, exc: sqlite3.DatabaseError) -> JournalError:
-        """Why opening failed: another process holding a lock says so; anything else means the
-        file is not a journal store."""
-        if isinstance(exc, sqlite3.OperationalError) and any(
-                word in str(exc) for word in ("locked", "busy", "locking protocol")):
-            return StoreFailed(f"{self.path}: {what_failed(exc)}")
-        return JournalError(f"{self.path}: not a journal store ({exc})")
+        """Why opening failed: a file that is not a database is not a journal store; anything
+        else (a lock held, a full disk, a read-only file or mount, an I/O error) is said as such,
+        of a store that may be healthy."""
+        if "not a database" in str(exc) or "malformed" in str(exc):
+            return JournalError(f"{self.path}: not a journal store ({exc})")
+        return StoreFailed(f"{self.path}: {what_failed(exc)}")
 
     def _migrate(self) -> None:
         with self._transaction():
@@ -207,7 +209,7 @@ class SqliteStore(SqlJournal):
             self._conn.execute("INSERT INTO owners VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
                                "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
                                (run_id, owner, token, now + seconds))
-        return Lease(run_id, "", token, owner, seconds, deadline=time.monotonic() + seconds)
+        return Lease(run_id, "", token, owner, seconds, deadline=time.monotonic() + seconds, owned=True)
 
     @_guarded
     def renew(self, lease: Lease) -> None:
@@ -225,6 +227,10 @@ class SqliteStore(SqlJournal):
         with self._transaction():
             self._conn.execute("UPDATE owners SET expires_at = 0 WHERE run_id = ? AND token = ?",
                                (lease.run_id, lease.token))
+
+    def reopen(self) -> SqliteStore:
+        """A second connection to the file, usable from another thread (a heartbeat's)."""
+        return SqliteStore(self.path, timeout=self.timeout, same_thread=False)
 
     def _check_fence(self, lease: Lease) -> None:
         row = self._conn.execute("SELECT owner, token FROM owners WHERE run_id = ?", (lease.run_id,)).fetchone()

@@ -29,6 +29,9 @@ def sqlite_path(url: str) -> str:
     if "://" not in url:
         return url
     parts = urlsplit(url)
+    if parts.scheme != "sqlite" and not is_postgres(url):
+        raise StoreURLError(f"{url!r}: no store of kind {parts.scheme!r}: a store is a SQLite file (a path, "
+                            "sqlite:///relative/path or sqlite:////absolute/path) or postgresql://...")
     if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/") or parts.path == "/":
         raise StoreURLError(f"{url!r}: a SQLite store is named sqlite:///relative/path or sqlite:////absolute/path")
     return parts.path[1:]

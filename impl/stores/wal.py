@@ -6,8 +6,10 @@ cut or deleted loses its frames the same way. Nothing in the database then says 
 are missing: the run's version rolls back with them. Two things do tell, and are checked
 here, read-only, before SQLite's own recovery can discard the evidence:
 
-- a frame that fails its checksum followed by frames of the same log generation (the same
-  salts): frames are written in order, so the bad one was once whole (a flipped bit);
+- a frame that fails its checksum followed by a commit frame of the same log generation (the
+  same salts): frames are written in order, so the bad one was once whole (a flipped bit);
+  frames after the last commit that mark none are an aborted transaction (a full disk), not
+  damage;
 - the log index (``-shm``, left behind by a process that died) counting more frames than
   the log holds: the log was cut or deleted;
 - a log header that fails its checksum in a log holding whole frames: the header is synced
@@ -68,10 +70,18 @@ def wal_frames(wal: bytes) -> tuple[int, int | None]:
             s0, s1 = _checksum(wal[at + FRAME_HEADER:at + size], big, s0, s1)
             ok = (s0, s1) == (f_c1, f_c2)
         if not ok:
-            later = any(struct.unpack(">2I", wal[WAL_HEADER + m * size + 8:WAL_HEADER + m * size + 16])
-                        == (salt1, salt2) for m in range(n + 1, count))
+            later = any(committed_frame(wal[WAL_HEADER + m * size:WAL_HEADER + m * size + FRAME_HEADER], salt1, salt2)
+                        for m in range(n + 1, count))
             return n, (n + 1 if later and (f_salt1, f_salt2) == (salt1, salt2) else None)
     return count, None
+
+
+def committed_frame(header: bytes, salt1: int, salt2: int) -> bool:
+    """Whether a frame header of this log generation marks a commit (its database size is set).
+    Frames after the last commit without one belong to a transaction that never committed (a
+    full disk mid-write leaves them, a torn one among them): not damage, nothing is lost."""
+    f_commit, f_salt1, f_salt2 = struct.unpack(">3I", header[4:16])
+    return f_commit != 0 and (f_salt1, f_salt2) == (salt1, salt2)
 
 
 def header_damaged(wal: bytes) -> bool:

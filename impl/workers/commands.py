@@ -184,7 +184,8 @@ def run_worker(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
     tally = serve(lambda: open_leasing_store(args.store), tables, factory, name, args.concurrency, args.lease,
-                  Options(snapshot_every=args.snapshot_every), args.exit_when_idle, args.poll, stop, log, warn)
+                  Options(snapshot_every=args.snapshot_every), args.exit_when_idle, args.poll, stop, log, warn,
+                  beat_url=args.store)
     print(f"worker {name}: {tally.summary()}")
     return EXIT_OK
 

@@ -13,12 +13,14 @@ a tool never starts on a lease about to lapse.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.journal import CREATED, JSON, Entry
 from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, LeasingStore
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool
@@ -115,7 +117,8 @@ class Worker:
     says the error is its own transient trouble: then the run is left to the lease's expiry.
     With ``beat`` (a second connection to the store, used by nothing else) a heartbeat renews
     the lease for the whole time a run is served, so a slow recovery or a loaded machine does
-    not let a live worker's lease lapse; without it, only tool calls are covered."""
+    not let a live worker's lease lapse; without it, only tool calls are covered. ``beats`` (a
+    heartbeat process) renews it too, so a tool that keeps the GIL does not starve renewal."""
 
     store: LeasingStore
     tables: Mapping[str, Table]
@@ -127,6 +130,7 @@ class Worker:
     log: Callable[[str], None] = lambda message: None   # a line per run served (the listing)
     warn: Callable[[str], None] = lambda message: None  # what went wrong: a lost lease, a failed run
     beat: LeasingStore | None = None
+    beats: Beats | None = None
 
     def serve_one(self) -> bool:
         """Claim one run and serve it; False when there was nothing to claim."""
@@ -135,11 +139,12 @@ class Worker:
             return False
         self.tally.add(claimed=1)
         try:
-            if self.beat is None:
+            with contextlib.ExitStack() as beating:
+                if self.beats is not None:  # a process: no tool holding the GIL can starve it
+                    beating.enter_context(self.beats.holding(lease))
+                if self.beat is not None:
+                    beating.enter_context(Heartbeat(lease, self.beat.renew))
                 status, outcome = self._serve(lease)
-            else:
-                with Heartbeat(lease, self.beat.renew):
-                    status, outcome = self._serve(lease)
             self.store.finish(lease, status, outcome)
         except LeaseLost as exc:
             self.tally.add(lost=1)
@@ -156,7 +161,7 @@ class Worker:
 
     def close(self, quietly: bool = False) -> None:
         """Close the worker's connections; ``quietly`` when one may be broken already."""
-        for store in (self.store, self.beat):
+        for store in (self.store, self.beat, self.beats):
             try:
                 if store is not None:
                     store.close()
@@ -200,10 +205,11 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
           concurrency: int = 1, lease_seconds: float = 30.0, options: Options | None = None,
           exit_when_idle: bool = False, poll: float = 0.2, stop: threading.Event | None = None,
           log: Callable[[str], None] = lambda message: None,
-          warn: Callable[[str], None] = lambda message: None) -> Tally:
+          warn: Callable[[str], None] = lambda message: None, beat_url: str | None = None) -> Tally:
     """Run ``concurrency`` worker threads until ``stop`` is set (or, with ``exit_when_idle``,
     until no run is left queued). A thread whose connection breaks abandons its run to the
-    lease's expiry and reconnects."""
+    lease's expiry and reconnects. With ``beat_url`` (the store's URL) each thread's leases are
+    renewed by a heartbeat process too (``agentfsm.impl.durable.beat``)."""
     stop = stop or threading.Event()
     tally = Tally()
 
@@ -216,6 +222,7 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
                     worker = Worker(open_store(), tables, {m: tools(t) for m, t in tables.items()}, worker_name,
                                     lease_seconds, options or Options(), tally, log, warn)
                     worker.beat = open_store()
+                    worker.beats = None if beat_url is None else Beats(beat_url)
                 if worker.serve_one():
                     continue
                 if exit_when_idle and worker.store.pending() == 0:
