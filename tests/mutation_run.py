@@ -44,6 +44,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/checks.py": ("tests/test_verify_verdict.py", "tests/test_verify_checks.py",
                          "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
     "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_run_defaults.py",
+                            "tests/test_durable_repair_unknown.py",
                             "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
