@@ -16,8 +16,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from agentfsm.impl.durable.journal import COMPLETED, DECIDED, STARTED, STEP, UNKNOWN, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
-from agentfsm.impl.durable.run import DurableRun, repair
+from agentfsm.impl.durable.run import DurableRun, open_effects, repair
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec import Table
 from test_durable_agent import LOOM
@@ -68,3 +69,24 @@ def test_a_repair_of_a_lost_log_makes_an_emitted_effect_unknown(loom: Table) -> 
     again = DurableRun.attach(store, loom, "r", ledger_tools(loom, ledger, False))
     assert again.st.effects[key].status == "unknown"
     assert repair(store, "r") is None, "a whole journal with no lost log needs no repair"
+
+
+def _records(*entries: tuple[str, dict[str, object]]) -> list[Record]:
+    return [Record("r", seq, kind, 0.0, body, "") for seq, (kind, body) in enumerate(entries, 1)]
+
+
+def test_open_effects_are_the_emitted_ones_nothing_settled_with_their_attempts() -> None:
+    """What a repair turns ``unknown``: emitted (attempts 0) or started (its attempt), not
+    completed, not already unknown, not decided, unless decided ``rerun`` (open again with the
+    attempts it had); a decision about no effect (an anomaly's ``continue``) changes nothing."""
+    records = _records(
+        (STEP, {"effects": [{"key": "a"}, {"key": "b"}, {"key": "c"}, {"key": "d"}, {"key": "e"}]}),
+        (STARTED, {"key": "a", "attempt": 1}),
+        (STARTED, {"key": "b", "attempt": 1}), (COMPLETED, {"key": "b"}),
+        (STARTED, {"key": "c", "attempt": 2}), (UNKNOWN, {"key": "c"}), (DECIDED, {"key": "c", "decision": "rerun"}),
+        (STARTED, {"key": "d", "attempt": 1}), (UNKNOWN, {"key": "d"}),
+        (DECIDED, {"decision": "continue"}),
+        (STARTED, {"key": "f", "attempt": 3}), (UNKNOWN, {"key": "f"}), (DECIDED, {"key": "f", "decision": "failed"}),
+        (DECIDED, {"key": "g", "decision": "rerun"}))   # nothing of g survived but its decision: never started
+    assert open_effects(records) == {"a": 1, "c": 2, "e": 0, "g": 0}
+    assert list(open_effects(records)) == ["a", "c", "e", "g"]

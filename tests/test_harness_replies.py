@@ -214,7 +214,7 @@ def test_a_failure_reads_as_its_message() -> None:
 def test_an_adapter_that_did_not_start_says_how_and_carries_its_failure(kind: str, how: str) -> None:
     failure = AdapterFailure(kind, "no such file: nosuch", "last words")
     error = AdapterDidNotStart(failure)
-    assert str(error) == "no such file: nosuch" and error.failure is failure
+    assert error.args == ("no such file: nosuch",) and error.failure is failure
     assert error.describe() == (f"the adapter never answered its first reset (it {how}), so no vector was judged: "
                                 f"check the command and what it needs\n  {kind}: no such file: nosuch\n"
                                 "  adapter stderr (last lines):\n    last words")
