@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from agentfsm.impl.durable.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, Record
+from agentfsm.impl.durable.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, OtherMachine, Record
 from agentfsm.impl.durable.ledger import Fenced, LedgerTool, MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, repair_torn_tail
 from agentfsm.impl.stores.memory import Crash, MemoryStore
@@ -204,3 +204,13 @@ def test_without_resume_a_non_idempotent_effect_is_left_to_the_user(answer: str 
     [decision] = run.decisions()
     assert decision.kind == "unknown-effect"
     assert len(tool.calls) == 1
+
+
+def test_a_run_of_another_machine_is_not_attached(loom: Table) -> None:
+    """Its records would replay against the wrong rows: refused, naming both machines."""
+    store = MemoryStore()
+    DurableRun.create(store, loom, "r", ledger_tools(loom, MemoryLedger(), False))
+    other = call_once()
+    with pytest.raises(OtherMachine) as refused:
+        DurableRun.attach(store, other, "r", ledger_tools(other, MemoryLedger(), False))
+    assert str(refused.value) == f"run 'r' runs machine 'loom-agent', not {other.machine!r}: give its own table"
