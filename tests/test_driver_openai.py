@@ -157,9 +157,10 @@ def test_bad_base_url() -> None:
         OpenAIClient("ftp://x", "m")
 
 
-def test_loom_agent_runs_on_the_http_client(loom: Table, tmp_path: Path) -> None:
+def ask_about_notes(loom: Table, tmp_path: Path, replies: list[list[bytes]]) -> tuple[Server, Transcript]:
+    """The Loom agent asks "what is in notes.txt?" of a local server that answers ``replies``
+    in turn; the server (with the requests it got) and what the agent showed."""
     (tmp_path / "notes.txt").write_text("hello from disk\n")
-    replies = [sse(tool(0, '{"path": "notes.txt"}', "c1", "read_file")), sse(text("It says hello."))]
 
     async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         await chunked(writer, replies[len(server.requests) - 1])
@@ -173,6 +174,12 @@ def test_loom_agent_runs_on_the_http_client(loom: Table, tmp_path: Path) -> None
                 agent.send_input("what is in notes.txt?")
                 await agent.wait_idle()
     run(main())
+    return server, display
+
+
+def test_loom_agent_runs_on_the_http_client(loom: Table, tmp_path: Path) -> None:
+    replies = [sse(tool(0, '{"path": "notes.txt"}', "c1", "read_file")), sse(text("It says hello."))]
+    server, display = ask_about_notes(loom, tmp_path, replies)
     assert "".join(display.texts) == "It says hello."
     tool_message = server.requests[1]["messages"][-1]
     assert tool_message == {"role": "tool", "tool_call_id": "c1", "content": "hello from disk\n"}

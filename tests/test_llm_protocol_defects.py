@@ -13,12 +13,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.llm.client import LlmError, LlmRequest
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.spec import Table
 from llm_mock_api.types.reply import ErrorReply, ReplyObject
-from test_driver_openai import Server, chunked, collect, fetch, run, sse, text
+from test_driver_openai import Server, ask_about_notes, chunked, collect, fetch, run, sse, text
 from test_llm_mock_server import AGENTFSM, LOOM, always, converse, mock_server, run_cli
 
 
@@ -31,22 +30,9 @@ def call_delta(call: dict[str, Any], index: int = 0) -> dict[str, Any]:
 
 
 def test_tool_arguments_sent_as_an_object_go_back_to_the_server_as_json_text(loom: Table, tmp_path: Path) -> None:
-    (tmp_path / "notes.txt").write_text("hello from disk\n")
     read = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
     replies = [sse(event(call_delta({"index": 0, **read}))), sse(text("It says hello."))]
-
-    async def respond(body: dict[str, Any], writer: asyncio.StreamWriter) -> None:
-        await chunked(writer, replies[len(server.requests) - 1])
-    server = Server(respond)
-    display = Transcript()
-
-    async def main() -> None:
-        async with server as url:
-            agent = LoomAgent(loom, OpenAIClient(url, "m"), config=LoomConfig(workdir=tmp_path), display=display)
-            async with agent:
-                agent.send_input("what is in notes.txt?")
-                await agent.wait_idle()
-    run(main())
+    server, display = ask_about_notes(loom, tmp_path, replies)
     [sent] = server.requests[1]["messages"][-2]["tool_calls"]
     assert sent["function"]["arguments"] == '{"path": "notes.txt"}'
     assert [t.content for t in display.tools] == ["hello from disk\n"]
