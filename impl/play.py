@@ -22,9 +22,12 @@ from agentfsm.impl.script import AgentScript, EventScript, Turn
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
 
-from agentfsm.cliutil import BadInput
-
 Emit = Callable[[str], None]
+
+
+class PlayRefused(Exception):
+    """A play that cannot go ahead as asked (a run to resume or decide on that the store does not
+    hold); the command line reports it as bad input."""
 
 
 class Reporter:
@@ -127,13 +130,13 @@ class Durability:
     def link(self, driver: Driver, agent: EffectAgent, reporter: Reporter) -> DurableLink:
         """Attach ``agent`` to the run: recovered (``--resume`` of a run the store holds, said so)
         or created. Resuming never starts a run the store does not hold (a mistyped id, or
-        records lost with a deleted log, would perform every effect again): bad input."""
+        records lost with a deleted log, would perform every effect again): ``PlayRefused``."""
         runs = self.store.runs()
         exists = self.resume and in_store(self.run_id, runs)
         if self.decisions and not exists:
-            raise BadInput(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
+            raise PlayRefused(f"--decide: run {self.run_id} is not in the store, so it has nothing to decide")
         if self.resume and not exists:
-            raise BadInput(f"no run {self.run_id!r} to resume: {held_runs(runs)}")
+            raise PlayRefused(f"no run {self.run_id!r} to resume: {held_runs(runs)}")
         link = DurableLink.open(driver, agent, self.store, self.run_id, exists,
                                 decisions_of(None, self.decisions, runs))  # child runs' decisions: theirs
         if exists:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SPEC, TABLES, run_cli
 
-from agentfsm.cli import build_parser, main
+from agentfsm.cli.main import build_parser, main
 
 LOOM = str(SPEC / "loom-agent.yaml")
 APPROVAL_DEMO = str(ROOT / "tests" / "tables" / "approval-demo.yaml")

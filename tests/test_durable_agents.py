@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,17 +173,14 @@ def test_crash_agent_script_bad_input(args: list[str], message: str, capsys: pyt
 def test_a_hanging_child_is_reported_not_a_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from agentfsm.verify import crash_agent
 
-    from agentfsm import cli
-
-    def hangs(argv: list[str]) -> int:
+    def hangs(argv: Sequence[str]) -> int:
         time.sleep(30)
         return 0
-    monkeypatch.setattr(cli, "main", hangs)   # the forked child runs the CLI's main: this one hangs
     monkeypatch.setattr(crash_agent, "CHILD_TIMEOUT", 0.5)
     script = load_script(str(EXAMPLES / DEMOS["tool-call"]))
     assert isinstance(script, AgentScript)
     campaign = crash_agent.AgentCrash(str(ROOT / "spec" / "tool-call.yaml"), str(EXAMPLES / DEMOS["tool-call"]),
-                                      script, "tool-call")
+                                      script, "tool-call", hangs)   # the forked child runs this command line
     try:
         child = campaign.play(tmp_path)
         campaign.scenario(3, [])

@@ -32,6 +32,8 @@ from conftest import ROOT
 from pg_support import fresh_schema
 from test_durable_agents import fresh, outcome, trail
 
+from agentfsm.cli import main
+
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 TABLE = str(ROOT / "spec" / "vibework-agent.yaml")
 KILL_ONCE = "test -e killed || { touch killed; kill -9 $PPID; exit 1; }"
@@ -282,7 +284,7 @@ def test_sigkill_at_every_boundary_of_an_interrupted_sub_agent(tmp_path: Path) -
     path.write_text(yaml.safe_dump(script))
     loaded = load_script(str(path))
     assert isinstance(loaded, AgentScript)
-    campaign = AgentCrash(TABLE, str(path), loaded, "vibework-agent")
+    campaign = AgentCrash(TABLE, str(path), loaded, "vibework-agent", main)
     try:
         report = campaign.check(1)
     finally:

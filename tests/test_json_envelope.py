@@ -18,7 +18,7 @@ from json_envelope import ENVELOPE, VALIDATOR, VERIFY, enveloped, run_line
 from test_conformance_audit import log_of, write
 from verify_tables import HEADER
 
-from agentfsm.cliutil import json_envelope
+from agentfsm.cli.util import json_envelope
 
 LOOM = str(SPEC / "loom-agent.yaml")
 QUIET = HEADER.format(machine="quiet") + """

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from agentfsm.verify import commands
 from conftest import ROOT, run_cli
+
+from agentfsm.cli import verify as commands
 
 SYSTEMS = ROOT / "spec" / "systems"
 FIXTURES = ROOT / "tests" / "systems"

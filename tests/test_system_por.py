@@ -16,11 +16,11 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify import system_levels
 from agentfsm.verify.system_checks import SysVerdict, run_system_checks
-from agentfsm.verify.system_commands import verify_system
 from agentfsm.verify.system_explore import Config, Stepper, SystemExploration, explore_system, initial_config
 from agentfsm.verify.system_por import Reducer
 from agentfsm.verify.system_replay import system_violations
 from agentfsm.verify.system_trace import replay
+from agentfsm.verify.system_verify import verify_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files

@@ -253,9 +253,8 @@ class Closable:
 def test_a_worker_started_while_its_server_is_down_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chaos campaign server-kill: workers started while the server restarted exited 2 at once,
     and every run stayed queued. A starting worker waits for a refused server (bounded)."""
-    from agentfsm.impl.workers import commands
-
-    from agentfsm.cliutil import BadInput
+    from agentfsm.cli import workers as commands
+    from agentfsm.cli.exits import BadInput
 
     attempts: list[str] = []
 
@@ -277,9 +276,8 @@ def test_a_worker_started_while_its_server_is_down_waits_for_it(monkeypatch: pyt
 
 
 def test_a_worker_reports_a_store_it_cannot_use_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentfsm.impl.workers import commands
-
-    from agentfsm.cliutil import BadInput
+    from agentfsm.cli import workers as commands
+    from agentfsm.cli.exits import BadInput
 
     def no_retry(seconds: float) -> None:
         raise AssertionError("a failure other than an unavailable server is not waited out")

@@ -42,7 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, json_envelope
+from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.util import json_envelope
 
 if TYPE_CHECKING:
     from agentfsm.impl.stores.postgres import PostgresStore

@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,9 +83,13 @@ def notes(out: str, kind: str) -> list[str]:
 
 
 class AgentCrash:
-    """Plays ``script`` against ``table`` in children, in fresh copies of the script's work directory."""
+    """Plays ``script`` against ``table`` in children, in fresh copies of the script's work directory.
+    ``command`` is the command line the children run ``agentfsm run`` with (``agentfsm.cli.main``):
+    the command line sits above the checker, so it is handed in."""
 
-    def __init__(self, table: str, script_path: str, script: AgentScript, machine: str) -> None:
+    def __init__(self, table: str, script_path: str, script: AgentScript, machine: str,
+                 command: Callable[[Sequence[str]], int]) -> None:
+        self.command = command
         self.table, self.script_path, self.machine = str(Path(table).resolve()), str(Path(script_path).resolve()), \
             machine
         self.workdir = None if script.workdir is None else Path(script_path).parent / script.workdir
@@ -116,11 +120,10 @@ class AgentCrash:
         args = ["run", self.table, "--script", self.script_path, "--workdir", "w", "--json", "--store", "j.db", *argv]
 
         def child() -> str:
-            from agentfsm.cli import main  # the CLI imports this module: resolved only in the child
             os.chdir(where)
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(args)
+                code = self.command(args)
             return json.dumps([code, out.getvalue(), err.getvalue()])
         try:
             status, text = Forked(child).wait(CHILD_TIMEOUT)

@@ -20,8 +20,6 @@ from agentfsm.spec.model import Property
 from agentfsm.spec.semantics import SemanticError, step
 from agentfsm.verify.trace import Trace, describe_config, walk
 
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK
-
 Config = tuple[int, tuple[Value, ...]]
 
 
@@ -49,15 +47,6 @@ def violations(table: Table, trace: Trace) -> list[str]:
         if verdict:
             found.append(f"{prop.kind} {prop.name}: {verdict}")
     return found
-
-
-def print_violations(found: list[str]) -> int:
-    """Print what a replayed trace violates; exit 1 while it shows a violation, else 0."""
-    for line in found:
-        print(f"violated: {line}")
-    if not found:
-        print("no check is violated by this trace")
-    return EXIT_FAILED if found else EXIT_OK
 
 
 def _stuck(table: Table, config: Config) -> bool:

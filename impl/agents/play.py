@@ -36,6 +36,7 @@ from agentfsm.impl.play import (
     Conversing,
     Durability,
     NumberedInputs,
+    PlayRefused,
     Reporter,
     play_turns,
     report_decisions,
@@ -44,8 +45,6 @@ from agentfsm.impl.play import (
 )
 from agentfsm.impl.script import AgentScript, Turn
 from agentfsm.spec import Table
-
-from agentfsm.cliutil import BadInput
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ def runs_to_resume(agent: VibeworkAgent, durable: Durability) -> list[DurableRun
     for id in durable.decisions:
         run_id = owner(id, stored)
         if run_id is not None and run_id not in opened:
-            raise BadInput(f"--decide {id}: its run {run_id} is not being resumed (its parent's effect is settled)")
+            raise PlayRefused(f"--decide {id}: its run {run_id} is not being resumed (its parent's effect is settled)")
     return runs
 
 

@@ -9,14 +9,16 @@ import sys
 import time
 from collections.abc import Callable
 
+from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.limits import reporting_limits
+from agentfsm.cli.main import main
+from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.impl.script import AgentScript, ScriptError, load_script
 from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
 from agentfsm.verify.crash_agent import AgentCrash
 from agentfsm.verify.crash_kill import kill_scenarios
 from agentfsm.verify.explore import explore
 from agentfsm.verify.forking import Forked
-
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                              "--store' in children SIGKILLed at --kill N write boundaries spread over the run, "
                              "resume each and compare its end with the crash-free run's")
     add_set_option(parser)
-    parser.set_defaults(func=run_crash)
+    parser.set_defaults(func=reporting_limits(run_crash))
 
 
 def run_agent_crash(args: argparse.Namespace) -> int:
@@ -62,7 +64,7 @@ def run_agent_crash(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if not isinstance(script, AgentScript):
         raise BadInput(f"{args.agent_script}: an event script; --agent-script takes an agent script")
-    campaign = AgentCrash(args.table, args.agent_script, script, table.machine)
+    campaign = AgentCrash(args.table, args.agent_script, script, table.machine, main)
     show = not args.json and sys.stderr.isatty()
 
     def progress(done: int, total: int) -> None:

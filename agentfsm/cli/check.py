@@ -7,21 +7,21 @@ import argparse
 import json
 from typing import Any
 
+from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_OK, BadInput
+from agentfsm.cli.util import (
+    add_set_option,
+    json_envelope,
+    load_systems,
+    load_tables,
+    overrides_by_table,
+    parse_overrides,
+    split_systems,
+)
 from agentfsm.spec.build import load_table
 from agentfsm.spec.bundled import bundled_systems, bundled_tables
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.suggest import did_you_mean
-
-from agentfsm.cliutil import (
-    EXIT_BAD_INPUT,
-    EXIT_OK,
-    BadInput,
-    add_set_option,
-    json_envelope,
-    load_tables,
-    overrides_by_table,
-    parse_overrides,
-)
+from agentfsm.spec.system_load import is_system_file, load_system
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +48,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from agentfsm.verify.system_commands import load_systems, split_systems
     if args.json:
         return _check_json(args)
     table_paths, system_paths = split_systems(args.tables)
@@ -63,7 +62,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _check_json(args: argparse.Namespace) -> int:
     """``check --json``: every file checked, in order; exit 2 when any did not load."""
-    from agentfsm.spec.system_load import is_system_file, load_system
     per_table = overrides_by_table([path for path in args.tables if not is_system_file(path)],
                                    parse_overrides(args.overrides))
     files: list[dict[str, Any]] = []

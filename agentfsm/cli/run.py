@@ -10,20 +10,20 @@ import os
 import sys
 from pathlib import Path
 
+from agentfsm.cli import durable as durable_commands
+from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, BadInput
+from agentfsm.cli.util import add_set_option, load_tables, parse_overrides, reporting
 from agentfsm.impl.adapter import serve
 from agentfsm.impl.agents.play import ASKS_PERMISSION, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
-from agentfsm.impl.durable import commands as durable_commands
 from agentfsm.impl.llm.client import close_client
 from agentfsm.impl.llm.openai import OpenAIClient
-from agentfsm.impl.play import Reporter, play_agent, play_events
+from agentfsm.impl.play import PlayRefused, Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.system_run import RunDiverged, run_trace
 from agentfsm.spec import load_table
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import is_system_file, load_system
 from agentfsm.spec.system_trace import SystemTraceError, describe_config, load_system_trace
-
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, add_set_option, load_tables, parse_overrides
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           "script, when stdin is not a terminal (on a terminal you are asked); default deny")
     add_set_option(run)
     durable_commands.add_run_options(run)
-    run.set_defaults(func=run_run)
+    run.set_defaults(func=reporting(run_run, PlayRefused))
 
     adapter = sub.add_parser(
         "adapter", help="serve the reference engine over the adapter protocol (JSON Lines on stdio)",

@@ -9,6 +9,29 @@ import sys
 import time
 from pathlib import Path
 
+from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.limits import reporting_limits
+from agentfsm.cli.systems import junit_suite as system_junit_suite
+from agentfsm.cli.systems import (
+    load_or_unverified,
+    run_replay_system,
+    trace_json_text,
+    unverified_json,
+    unverified_suite,
+    verdict_json,
+)
+from agentfsm.cli.systems import text_report as system_text_report
+from agentfsm.cli.util import (
+    add_set_option,
+    deprecated,
+    json_envelope,
+    load_systems,
+    load_tables,
+    overrides_by_table,
+    parse_overrides,
+    print_violations,
+    split_systems,
+)
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
@@ -17,37 +40,12 @@ from agentfsm.verify.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, Ex
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.promela import PromelaLimit, export_promela
-from agentfsm.verify.replay import print_violations, violations
+from agentfsm.verify.replay import violations
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
 from agentfsm.verify.system_checks import SysVerdict
-from agentfsm.verify.system_commands import junit_suite as system_junit_suite
-from agentfsm.verify.system_commands import (
-    load_or_unverified,
-    load_systems,
-    run_replay_system,
-    split_systems,
-    trace_json_text,
-    unverified_json,
-    unverified_suite,
-    verdict_json,
-    verify_system,
-)
-from agentfsm.verify.system_commands import text_report as system_text_report
 from agentfsm.verify.system_promela import ExportError, export_system_promela
+from agentfsm.verify.system_verify import verify_system
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
-
-from agentfsm.cliutil import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_OK,
-    BadInput,
-    add_set_option,
-    deprecated,
-    json_envelope,
-    load_tables,
-    overrides_by_table,
-    parse_overrides,
-)
 
 # What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").
 DEFAULT_MAX_SYSTEM_CONFIGURATIONS = 1_000_000
@@ -84,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--no-por", dest="por", action="store_false",
                         help="systems: expand every step (no partial-order reduction; it is used only for "
                              "systems without always-reachable or no-cycle-within properties)")
-    parser.set_defaults(func=run_verify)
+    parser.set_defaults(func=reporting_limits(run_verify))
 
     parser = sub.add_parser("replay", help="step through a counterexample trace",
                             description="Replay a trace written by 'verify --trace-out' against the table, "
@@ -95,7 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("trace", metavar="TRACE")
     add_set_option(parser)
-    parser.set_defaults(func=run_replay)
+    parser.set_defaults(func=reporting_limits(run_replay))
 
     parser = sub.add_parser("export", help="export a table to another model checker's language",
                             description="Print the table as a Promela model for Spin (reachable configurations "
@@ -104,7 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--promela", action="store_true", help="deprecated spelling of --format promela")
     parser.add_argument("table", metavar="TABLE")
     add_set_option(parser)
-    parser.set_defaults(func=run_export)
+    parser.set_defaults(func=reporting_limits(run_export))
 
 
 def _positive(text: str) -> int:

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentfsm.cli.exits import EXIT_OK, BadInput
+from agentfsm.cli.limits import reporting_limits
+from agentfsm.cli.systems import load_trace_file
+from agentfsm.cli.util import add_set_option, load_systems, load_tables, split_systems
 from agentfsm.diagrams.explored import ConfigGraph, TooLarge, config_graph
 from agentfsm.diagrams.model import Diagram, build
 from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, committed_system_pictures, picture
@@ -17,10 +21,7 @@ from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure
 from agentfsm.spec.model import Table
 from agentfsm.spec.system_model import System
 from agentfsm.verify.explore import explore
-from agentfsm.verify.system_commands import load_systems, load_trace_file, split_systems
 from agentfsm.verify.system_trace import SystemTraceError, replay
-
-from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, load_tables
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     overlays.add_argument("--explored", action="store_true",
                           help="draw the explored configuration graph, grouped by state (small bounds only)")
     add_set_option(parser)
-    parser.set_defaults(func=run_diagram)
+    parser.set_defaults(func=reporting_limits(run_diagram))
 
 
 def run_diagram(args: argparse.Namespace) -> int:

@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from agentfsm.impl.durable import commands as durable_commands
+from agentfsm.cli import durable as durable_commands
+from agentfsm.cli.exits import EXIT_OK, BadInput
+from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.impl.durable.journal import JSON, JournalError, RunExists
 from agentfsm.impl.durable.leases import LeasingStore
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, Options, StatusReply, Tool
@@ -24,8 +26,6 @@ from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.stores.urls import open_leasing_store
 from agentfsm.impl.workers.worker import ToolFactory, check_events, serve, submit
 from agentfsm.spec.model import Table
-
-from agentfsm.cliutil import EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 STARTUP_WAIT = 60.0  # seconds a starting worker waits for a server that is down or restarting
 UNAVAILABLE = ("Connection refused", "the database system is starting up", "the database system is shutting down",

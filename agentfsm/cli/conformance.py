@@ -15,6 +15,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO, TypeAlias
 
+from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.limits import reporting_limits
+from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.spec.model import Table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.verify import mutants as mutation
@@ -33,8 +36,6 @@ from agentfsm.verify.harness import (
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
 from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
-
-from agentfsm.cliutil import EXIT_FAILED, EXIT_OK, BadInput, add_set_option, json_envelope, load_tables
 
 Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -113,7 +114,7 @@ def _register_vectors(sub: Sub) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     _add_generation_options(parser)
     add_set_option(parser)
-    parser.set_defaults(func=run_vectors)
+    parser.set_defaults(func=reporting_limits(run_vectors))
 
 
 def _generate(args: argparse.Namespace, table: Table) -> tuple[Manifest, Sequence[Vector]]:
@@ -181,7 +182,7 @@ def _register_conform(sub: Sub) -> None:
                         help="vectors answered {\"ok\": false} do not fail the run")
     _add_generation_options(parser)
     add_set_option(parser)
-    parser.set_defaults(func=run_conform)
+    parser.set_defaults(func=reporting_limits(run_conform))
 
 
 def _load_vectors(args: argparse.Namespace, table: Table) -> Sequence[Vector]:
@@ -301,7 +302,7 @@ def _register_mutants(sub: Sub) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="list every mutant with its verdict")
     _add_generation_options(parser)
     add_set_option(parser)
-    parser.set_defaults(func=run_mutants_command)
+    parser.set_defaults(func=reporting_limits(run_mutants_command))
 
 
 def run_mutants_command(args: argparse.Namespace) -> int:
@@ -338,7 +339,7 @@ def _register_audit(sub: Sub) -> None:
     parser.add_argument("log", metavar="LOG")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_set_option(parser)
-    parser.set_defaults(func=run_audit)
+    parser.set_defaults(func=reporting_limits(run_audit))
 
 
 def run_audit(args: argparse.Namespace) -> int:

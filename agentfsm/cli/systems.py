@@ -1,22 +1,20 @@
-"""What ``check``, ``verify``, ``replay`` and ``export`` do with a system file."""
+"""What ``verify``, ``replay`` and ``export`` print for a system file."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentfsm.cli.exits import BadInput
+from agentfsm.cli.util import load_systems, print_violations
 from agentfsm.spec.errors import TableError
-from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify.explore import ExplorationLimit
 from agentfsm.verify.junit import Case, Suite
-from agentfsm.verify.replay import print_violations
 from agentfsm.verify.report import Unverified, check_title
-from agentfsm.verify.system_checks import SysCheck, SysVerdict, run_system_checks
-from agentfsm.verify.system_explore import explore_system
+from agentfsm.verify.system_checks import SysCheck, SysVerdict
 from agentfsm.verify.system_replay import system_violations
 from agentfsm.verify.system_trace import (
     SystemTrace,
@@ -25,64 +23,6 @@ from agentfsm.verify.system_trace import (
     load_system_trace,
     replay,
 )
-
-from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
-
-
-def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(table paths, system paths): a system file has a top-level ``system:`` key."""
-    tables: list[str] = []
-    systems: list[str] = []
-    for path in paths:
-        (systems if is_system_file(path) else tables).append(path)
-    return tables, systems
-
-
-def load_systems(paths: Sequence[str]) -> list[System]:
-    """Load every system, printing all diagnostics; raise SystemExit(2) if any failed."""
-    systems: list[System] = []
-    failed = False
-    for path in paths:
-        try:
-            systems.append(load_system(path))
-        except TableError as exc:
-            failed = True
-            for diagnostic in exc.diagnostics:
-                print(diagnostic, file=sys.stderr)
-    if failed:
-        raise SystemExit(EXIT_BAD_INPUT)
-    return systems
-
-
-def verify_system(system: System, symmetry: bool = True, reduction: bool = True,
-                  limit: int | None = None) -> SysVerdict:
-    """Partial-order reduction serves the safety checks only: a system with liveness properties
-    (always-reachable, no-cycle-within) is explored in full. Past ``limit`` configurations the
-    exploration stops with ``ExplorationLimit``."""
-    reduced = reduction and not system.properties
-    verdict = run_system_checks(explore_system(system, symmetry, limit, reduced))
-    if reduced:
-        shorten(verdict, limit)
-    return verdict
-
-
-def shorten(verdict: SysVerdict, limit: int | None) -> None:
-    """Replace the counterexamples of a reduced exploration with shortest ones: a search without
-    reduction to the depth of the longest finds every violation at most that deep, first the
-    shallowest. Past ``limit`` it gives up and the verdict says its traces may not be shortest."""
-    failing = [c for c in verdict.checks if not c.ok and c.trace is not None]
-    depth = max((len(c.trace.steps) for c in failing if c.trace is not None), default=0)
-    if not depth:
-        return
-    system, symmetry = verdict.system, verdict.exploration.symmetry
-    try:
-        bounded = run_system_checks(explore_system(system, symmetry, limit, depth=depth))
-    except ExplorationLimit:
-        verdict.longer = (f"counterexamples may be longer than the shortest: the search without partial-order "
-                          f"reduction to depth {depth} stopped past --max-configurations {limit}")
-        return
-    found = {(c.kind, c.name): c for c in bounded.checks if not c.ok and c.trace is not None}
-    verdict.checks = [found.get((c.kind, c.name), c) if not c.ok else c for c in verdict.checks]
 
 
 def load_or_unverified(path: str) -> System | Unverified:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.util import deprecated, json_envelope, load_tables
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
@@ -43,8 +45,6 @@ from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
-
-from agentfsm.cliutil import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, deprecated, json_envelope, load_tables
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:

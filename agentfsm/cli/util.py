@@ -1,23 +1,26 @@
-"""What every subcommand shares: exit codes, loading tables, reporting bad input."""
+"""What the subcommands share: the `--json` envelope, `--set` overrides, loading tables and systems
+with their diagnostics printed, reporting a replayed trace."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
+from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.suggest import did_you_mean
+from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_model import System
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-
+Loaded = TypeVar("Loaded")
+Command = Callable[[argparse.Namespace], int]
 JSON_FORMAT = 1
 """Version of every command's ``--json`` envelope (docs/json-envelope.schema.json)."""
 
@@ -31,8 +34,16 @@ def json_envelope(kind: str, payload: Mapping[str, Any]) -> dict[str, Any]:
     return {"format": JSON_FORMAT, "kind": kind, **payload}
 
 
-class BadInput(Exception):
-    """Raised by a subcommand for input it cannot use; the CLI prints it and exits 2."""
+def reporting(command: Command, *errors: type[Exception]) -> Command:
+    """``command``, with the errors of the layers below it that mean bad input (``errors``) reported
+    as such: the message as it is, exit 2."""
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except errors as exc:
+            raise BadInput(str(exc)) from None
+    return run
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Value]:
@@ -91,15 +102,42 @@ def _constant_names(path: str) -> set[str] | None:
 def load_tables(paths: Sequence[str], overrides: Sequence[str] = ()) -> list[Table]:
     """Load every table, printing all diagnostics; raise SystemExit(2) if any failed."""
     per_table = overrides_by_table(paths, parse_overrides(overrides))
-    tables: list[Table] = []
+    return _load_all(paths, lambda path: load_table(path, per_table[path]))
+
+
+def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(table paths, system paths): a system file has a top-level ``system:`` key."""
+    tables: list[str] = []
+    systems: list[str] = []
+    for path in paths:
+        (systems if is_system_file(path) else tables).append(path)
+    return tables, systems
+
+
+def load_systems(paths: Sequence[str]) -> list[System]:
+    """Load every system, printing all diagnostics; raise SystemExit(2) if any failed."""
+    return _load_all(paths, load_system)
+
+
+def _load_all(paths: Sequence[str], load: Callable[[str], Loaded]) -> list[Loaded]:
+    loaded: list[Loaded] = []
     failed = False
     for path in paths:
         try:
-            tables.append(load_table(path, per_table[path]))
+            loaded.append(load(path))
         except TableError as exc:
             failed = True
             for diagnostic in exc.diagnostics:
                 print(diagnostic, file=sys.stderr)
     if failed:
         raise SystemExit(EXIT_BAD_INPUT)
-    return tables
+    return loaded
+
+
+def print_violations(found: list[str]) -> int:
+    """Print what a replayed trace violates; exit 1 while it shows a violation, else 0."""
+    for line in found:
+        print(f"violated: {line}")
+    if not found:
+        print("no check is violated by this trace")
+    return EXIT_FAILED if found else EXIT_OK

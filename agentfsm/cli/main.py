@@ -1,4 +1,5 @@
-"""The one entry point: ``agentfsm SUBCOMMAND``. Each architectural part registers its own."""
+"""The one entry point: ``agentfsm SUBCOMMAND``. It imports the module of that subcommand alone
+(agentfsm/cli/registry.py) and turns what it raises into the exit status."""
 
 from __future__ import annotations
 
@@ -10,20 +11,10 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from agentfsm import __version__
-from agentfsm.cliutil import EXIT_BAD_INPUT, BadInput
-from agentfsm.diagrams import commands as diagram_commands
-from agentfsm.impl import commands as impl_commands
-from agentfsm.impl.durable import commands as durable_commands
-from agentfsm.impl.workers import commands as worker_commands
-from agentfsm.spec import commands as spec_commands
-from agentfsm.spec.suggest import closest, did_you_mean
-from agentfsm.verify import chaos, conformance_commands, crash_commands
-from agentfsm.verify import commands as verify_commands
-from agentfsm.verify.explore import DEFAULT_NOTE, ExplorationLimit
+from agentfsm.cli.exits import EXIT_BAD_INPUT, BadInput
+from agentfsm.cli.registry import COMMANDS, load
 
 RESERVE_BYTES = 16 << 20   # memory held back for saying "out of memory" once it runs out
-PARTS = [spec_commands, verify_commands, impl_commands, durable_commands, worker_commands, crash_commands, chaos,
-         conformance_commands, diagram_commands]
 
 
 class SuggestingParser(argparse.ArgumentParser):
@@ -41,6 +32,7 @@ class SuggestingParser(argparse.ArgumentParser):
         super().error(message + self.suggestion(message))
 
     def suggestion(self, message: str) -> str:
+        from agentfsm.spec.suggest import closest, did_you_mean  # the table loader's, needed only on an error
         choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
         if choice:
             return did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
@@ -67,25 +59,34 @@ class SuggestingParser(argparse.ArgumentParser):
         return found
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Every subcommand in full; or, given the arguments, only the subcommand they name (with the
+    others of its module), the rest by name and help alone, so that only that module is imported."""
     parser = SuggestingParser(prog="agentfsm", description="Model-checked transition tables for "
                                      "LLM-agent state machines.")
     parser.add_argument("--version", action="version", version=f"agentfsm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for part in PARTS:
-        part.register(sub)
+    named = None if argv is None else next((word for word in argv if not word.startswith("-")), "")
+    wanted = None if named is None else COMMANDS[named].module if named in COMMANDS else ""
+    registered: set[str] = set()
+    for name, command in COMMANDS.items():
+        if wanted is not None and command.module != wanted:
+            sub.add_parser(name, help=command.help)
+        elif command.module not in registered:
+            registered.add(command.module)
+            load(name).register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
     reserve = [bytearray(RESERVE_BYTES)]
     try:
         return run(args, reserve)
     except MemoryError:
         pass
-    # Past exploration (which stops itself with ExplorationLimit), the work that follows it
+    # Past exploration (which stops itself with ExplorationLimit, agentfsm/cli/limits.py), the work that follows it
     # (vectors, mutants, diagrams of the space) can still outgrow memory: say so, never a
     # traceback. Only here, outside the handler, are the failed frames and what they held gone.
     print(f"agentfsm: error: {args.command}: out of memory; narrow the bounds with --set NAME=VALUE "
@@ -104,12 +105,6 @@ def run(args: argparse.Namespace, reserve: list[bytearray]) -> int:
         raise
     except BadInput as exc:
         print(f"agentfsm: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ExplorationLimit as exc:
-        reason = exc.reason if "max_configurations" in args else exc.reason.replace(DEFAULT_NOTE, "the default limit")
-        print(f"agentfsm: error: exploration stopped, {reason}: {exc.configurations:,} configurations and "
-              f"{exc.transitions:,} transitions explored, to breadth-first depth {exc.depth}; narrow the bounds "
-              f"with --set NAME=VALUE", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
