@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.conform import Runner
-from agentfsm.verify.harness import ProcessTransport, Transport, encode
-from agentfsm.verify.vectorfile import Vector
-from agentfsm.verify.vectors import generate_extended
+from agentfsm.verify.conformance.conform import Runner
+from agentfsm.verify.conformance.harness import ProcessTransport, Transport, encode
+from agentfsm.verify.conformance.vectorfile import Vector
+from agentfsm.verify.conformance.vectors import generate_extended
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"

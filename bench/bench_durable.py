@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from agentfsm.faults.crash import CrashChecker
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import canonical
@@ -25,7 +26,6 @@ from agentfsm.impl.durable.run import DurableRun, Options
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm
 from agentfsm.impl.stores.sqlite import SqliteStore, connect
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.crash import CrashChecker
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTER = ROOT / "tests" / "tables" / "counter.yaml"

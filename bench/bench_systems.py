@@ -25,9 +25,9 @@ from pathlib import Path
 
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import spin
-from agentfsm.verify.system_explore import explore_system
-from agentfsm.verify.system_promela import export_system_promela
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.spin.system_promela import export_system_promela
+from agentfsm.verify.system.explore import explore_system
 from explore_vs_spin import peak_memory
 
 SYSTEMS = Path(__file__).resolve().parent.parent / "spec" / "systems"

@@ -31,10 +31,11 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, load_table
-from agentfsm.verify import explore as explore_module
-from agentfsm.verify import explore_levels, spin
-from agentfsm.verify.checks import Verdict, run_checks
-from agentfsm.verify.explore import explore
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.table import batched
+from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.checks import Verdict, run_checks
+from agentfsm.verify.table.explore import explore
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -161,12 +162,12 @@ def threshold() -> None:
     """Where batches start to pay: microseconds per configuration of the scalar loop and of
     batches of a fixed size, on a wide table (the basis of ``explore.LEVEL_MIN``)."""
     table = load_table(WIDE, {"n": 16})
-    saved = explore_module.LEVEL_MIN, explore_levels.BATCH
+    saved = explore_module.LEVEL_MIN, batched.BATCH
     costs = []
     try:
         for size in (None, 64, 128, 256, 512, 1024, 4096, 16384):
             explore_module.LEVEL_MIN = None if size is None else 0
-            explore_levels.BATCH = size or saved[1]
+            batched.BATCH = size or saved[1]
             best = float("inf")
             for _ in range(3):
                 start = time.process_time()
@@ -174,7 +175,7 @@ def threshold() -> None:
                 best = min(best, time.process_time() - start)
             costs.append(f"{'scalar' if size is None else size}: {best / ex.count * 1e6:.1f}")
     finally:
-        explore_module.LEVEL_MIN, explore_levels.BATCH = saved
+        explore_module.LEVEL_MIN, batched.BATCH = saved
     print(f"threshold: CPU microseconds per configuration on wide-counters (n=16, {ex.count:,} configurations), "
           "the scalar loop and batches of a given size:\n  " + ", ".join(costs))
 

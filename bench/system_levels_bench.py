@@ -20,8 +20,8 @@ from pathlib import Path
 
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import system_levels
-from agentfsm.verify.system_explore import SystemExploration, explore_system
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system.explore import SystemExploration, explore_system
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_systems import SYSTEMS, loom_system
@@ -41,13 +41,13 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 
 
 def explore(system: System, symmetry: bool, level_min: int | None,
-            level_low: int = system_levels.LEVEL_LOW) -> SystemExploration:
-    saved = system_levels.LEVEL_MIN, system_levels.LEVEL_LOW
-    system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = level_min, level_low
+            level_low: int = system_batched.LEVEL_LOW) -> SystemExploration:
+    saved = system_batched.LEVEL_MIN, system_batched.LEVEL_LOW
+    system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = level_min, level_low
     try:
         return explore_system(system, symmetry)
     finally:
-        system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = saved
+        system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = saved
 
 
 def speedups(calls: list[int], repeat: int, tmp: Path) -> None:
@@ -60,7 +60,7 @@ def speedups(calls: list[int], repeat: int, tmp: Path) -> None:
         for symmetry in (True, False):
             ex = explore(system, symmetry, None)
             scalar = best(partial(explore, system, symmetry, None), repeat)
-            batched = best(partial(explore, system, symmetry, system_levels.LEVEL_MIN), repeat)
+            batched = best(partial(explore, system, symmetry, system_batched.LEVEL_MIN), repeat)
             confs = len(ex.configs)
             print(f"{n:>2} {'on' if symmetry else 'off':>8} {confs:>7,} {len(ex.edges_src):>8,} {scalar:>9.3f} "
                   f"{confs / scalar:>8,.0f} {batched:>9.3f} {confs / batched:>8,.0f} {scalar / batched:>6.1f}x",
@@ -82,8 +82,8 @@ def switch(repeat: int, tmp: Path) -> None:
         print(f"{name:>34} " + " ".join(f"{r:>6.2f}" for r in ratios) + f" {scalar:>6.3f}s", flush=True)
     print(f"{'sum of ratios':>34} " + " ".join(f"{r:>6.2f}" for r in sums))
     chosen = THRESHOLDS[sums.index(min(sums))]
-    print(f"least sum at LEVEL_MIN = {chosen}; shipped LEVEL_MIN = {system_levels.LEVEL_MIN}, "
-          f"LEVEL_LOW = {system_levels.LEVEL_LOW}")
+    print(f"least sum at LEVEL_MIN = {chosen}; shipped LEVEL_MIN = {system_batched.LEVEL_MIN}, "
+          f"LEVEL_LOW = {system_batched.LEVEL_LOW}")
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from agentfsm.diagrams.dot import FILL, FONT, INK, START
 from agentfsm.diagrams.mermaid import escape as mescape
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
-from agentfsm.verify.explore import Exploration
+from agentfsm.verify.table.explore import Exploration
 from agentfsm.verify.trace import describe_label
 
 LIMIT = 80

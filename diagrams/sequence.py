@@ -22,7 +22,7 @@ from typing import TypeVar
 from agentfsm.diagrams.violation import verdict
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, SystemTrace, param_names
-from agentfsm.verify.system_explore import Config, Effect
+from agentfsm.verify.system.step import Config, Effect
 from agentfsm.verify.system_trace import label_text
 
 ENV = "environment"

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, SystemTrace
-from agentfsm.verify.system_checks import live
-from agentfsm.verify.system_explore import Config, Effect
+from agentfsm.verify.system.checks import live
+from agentfsm.verify.system.step import Config, Effect
 
 _AGGREGATES = ("count", "all", "any")
 

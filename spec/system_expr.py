@@ -46,7 +46,7 @@ class Member:
 class Compiled:
     fn: SysFn
     type: Type
-    promela: str  # the same expression over the export's global names (see verify/system_promela.py)
+    promela: str  # the same expression over the export's global names (see verify/spin/system_promela.py)
 
 
 def promela_state(i: int) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from agentfsm.faults.chaos_tools import slow_tools
 from agentfsm.impl.durable.run import Tool
 from agentfsm.spec.model import Table
-from agentfsm.verify.chaos_tools import slow_tools
 
 
 def tools(table: Table) -> dict[str, Tool]:

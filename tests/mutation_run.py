@@ -41,20 +41,21 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS: dict[str, tuple[str, ...]] = {
     "spec/semantics.py": ("tests/test_step_semantics.py", "tests/test_engine_differential.py",
                           "tests/test_verify_explore.py"),
-    "verify/checks.py": ("tests/test_verify_verdict.py", "tests/test_verify_checks.py",
-                         "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
+    "verify/table/checks.py": ("tests/test_verify_verdict.py", "tests/test_verify_checks.py",
+                               "tests/test_verify_liveness.py", "tests/test_verify_explore.py"),
     "impl/durable/run.py": ("tests/test_durable_run_edges.py", "tests/test_durable_run_defaults.py",
                             "tests/test_durable_repair_unknown.py",
                             "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
                             "tests/test_durable_tool_call.py"),
-    "verify/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
-                          "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
-                          "tests/test_conformance_history.py"),
+    "verify/conformance/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
+                                      "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
+                                      "tests/test_conformance_history.py"),
 }
 # The package's source directories and where each sits in the installed package.
-PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "diagrams": "diagrams"}
+PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
+           "diagrams": "diagrams"}
 # Imported once per worker before forking; agentfsm itself must not be (each mutant's pytest imports it).
 PRELOAD = ("pytest", "hypothesis", "numpy", "scipy.sparse", "yaml", "jsonschema", "transitions", "graphviz",
            "sqlite3", "_pytest.pytester")

@@ -13,8 +13,8 @@ from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult, step
 from agentfsm.spec.yamlio import load_document
-from agentfsm.verify.checks import run_checks
-from agentfsm.verify.explore import Exploration, explore, labels_of
+from agentfsm.verify.table.checks import run_checks
+from agentfsm.verify.table.explore import Exploration, explore, labels_of
 
 Config = tuple[int, tuple[Value, ...]]
 Events = list[tuple[str, dict[str, Value]]]

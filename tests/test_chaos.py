@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agentfsm.verify.chaos import PG_SCENARIOS, SCENARIOS, WORKER_SCENARIOS, campaign, table_text
+from agentfsm.faults.chaos import PG_SCENARIOS, SCENARIOS, WORKER_SCENARIOS, campaign, table_text
 
 from agentfsm.cli import main
 

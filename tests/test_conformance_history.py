@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conform import Runner
-from agentfsm.verify.harness import FunctionTransport, Message, ProcessTransport
-from agentfsm.verify.vectors import generate, generate_extended
+from agentfsm.verify.conformance.conform import Runner
+from agentfsm.verify.conformance.harness import FunctionTransport, Message, ProcessTransport
+from agentfsm.verify.conformance.vectors import generate, generate_extended
 from conformance_helpers import ADAPTERS, LOOM, semantics_adapter
 from conftest import run_cli
 from naive_semantics import NaiveTable

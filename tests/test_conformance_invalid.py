@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conform import Runner, format_trace
-from agentfsm.verify.harness import FunctionTransport, ProcessTransport
-from agentfsm.verify.vectorfile import (
+from agentfsm.verify.conformance.conform import Runner, format_trace
+from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
+from agentfsm.verify.conformance.vectorfile import (
     REFUSED,
     Refused,
     Vector,
@@ -21,7 +21,7 @@ from agentfsm.verify.vectorfile import (
     vector_labels,
     write_vectors,
 )
-from agentfsm.verify.vectors import generate
+from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, OracleHandler
 from conftest import run_cli
 

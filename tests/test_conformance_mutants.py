@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Binary, Lit, Ref, to_source
-from agentfsm.verify import mutants as mutation
-from agentfsm.verify.conform import Runner
-from agentfsm.verify.harness import FunctionTransport
-from agentfsm.verify.vectors import generate
+from agentfsm.verify.conformance import mutants as mutation
+from agentfsm.verify.conformance.conform import Runner
+from agentfsm.verify.conformance.harness import FunctionTransport
+from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, OracleHandler
 from conftest import TABLES
 from json_envelope import enveloped

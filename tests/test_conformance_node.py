@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conform import Runner
-from agentfsm.verify.harness import ProcessTransport
-from agentfsm.verify.vectors import generate
+from agentfsm.verify.conformance.conform import Runner
+from agentfsm.verify.conformance.harness import ProcessTransport
+from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, ROOT
 from conftest import run_cli
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
+from agentfsm.verify.conformance.vectorfile import Vector
+from agentfsm.verify.conformance.vectors import generate
 from agentfsm.verify.pytest_plugin import assert_conforms, conformance_vectors
-from agentfsm.verify.vectorfile import Vector
-from agentfsm.verify.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler
 
 

@@ -12,8 +12,7 @@ import pytest
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
-from agentfsm.verify.explore import labels_of
-from agentfsm.verify.vectorfile import (
+from agentfsm.verify.conformance.vectorfile import (
     Expect,
     Label,
     Manifest,
@@ -25,7 +24,8 @@ from agentfsm.verify.vectorfile import (
     vector_labels,
     write_vectors,
 )
-from agentfsm.verify.vectors import generate, generate_extended
+from agentfsm.verify.conformance.vectors import generate, generate_extended
+from agentfsm.verify.table.explore import labels_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from agentfsm.faults.crash import CrashChecker, CrashReport
 from agentfsm.impl.durable.journal import STARTED, Entry, Record
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.durable.state import Effect, RunState
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.crash import CrashChecker, CrashReport
 
 APPROVAL_TABLE = Path(__file__).parent / "tables" / "approval-demo.yaml"
 APPROVALS = {"AskApproval": None}

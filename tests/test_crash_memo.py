@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from agentfsm.faults.crash import MemoStepper
 from agentfsm.impl.durable.run import EngineStepper
 from agentfsm.spec import load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import StepResult
-from agentfsm.verify.crash import MemoStepper
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.explore import explore
 from conftest import ROOT
 
 

@@ -8,7 +8,7 @@ import pytest
 from agentfsm.diagrams.explored import config_graph, explored_dot, explored_mermaid
 from agentfsm.diagrams.output import picture
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.explore import explore
 from conftest import SPEC
 from diagram_reading import svg_graph
 

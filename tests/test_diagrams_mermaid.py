@@ -14,7 +14,7 @@ from agentfsm.diagrams.model import build
 from agentfsm.diagrams.overlay import coverage_overlay, trace_overlay
 from agentfsm.diagrams.sequence import sequence_mermaid, structure_mermaid
 from agentfsm.spec import Table, load_table, load_table_bytes
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.explore import explore
 from conftest import ROOT, TABLES
 from system_charts import AS_WAS, KEYWORDS, counterexamples, keyword_system, walk
 

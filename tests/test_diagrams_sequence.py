@@ -10,7 +10,7 @@ import pytest
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg
 from agentfsm.diagrams.violation import read_values
 from agentfsm.spec.system_load import load_system
-from agentfsm.verify.system_explore import initial_config
+from agentfsm.verify.system.step import initial_config
 from conftest import ROOT
 from system_charts import AS_WAS, counterexamples, walk
 

@@ -35,7 +35,7 @@ FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)")
 # (subcommand, flag) -> where it is exercised, when not by a test module.
 EXERCISED_ELSEWHERE: dict[tuple[str, str], str] = {
     ("crash", "--kill"): "Makefile: make crash",
-    ("worker", "--status-query"): "verify/chaos.py: the workers campaign (make chaos)",
+    ("worker", "--status-query"): "faults/chaos.py: the workers campaign (make chaos)",
 }
 
 

@@ -171,7 +171,7 @@ def test_crash_agent_script_bad_input(args: list[str], message: str, capsys: pyt
 
 
 def test_a_hanging_child_is_reported_not_a_traceback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from agentfsm.verify import crash_agent
+    from agentfsm.faults import crash_agent
 
     def hangs(argv: Sequence[str]) -> int:
         time.sleep(30)

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.faults.crash import CrashChecker
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, Options
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.errors import TableError
-from agentfsm.verify.crash import CrashChecker
 from conftest import SPEC, run_cli
 from strategies_tables import build
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentfsm.verify.chaos import agent_script
+from agentfsm.faults.chaos import agent_script
 from test_durable_agent import AGENTFSM, LOOM
 
 from agentfsm.cli import main

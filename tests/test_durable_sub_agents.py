@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from agentfsm.faults.crash_agent import AgentCrash, effects_problem
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.durable.children import child_run_id, decisions_of, owner, parent_effect
 from agentfsm.impl.durable.driver import DurableLink
@@ -27,7 +28,6 @@ from agentfsm.impl.llm.client import ScriptedLlm
 from agentfsm.impl.script import AgentScript, load_script
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
-from agentfsm.verify.crash_agent import AgentCrash, effects_problem
 from conftest import ROOT
 from pg_support import fresh_schema
 from test_durable_agents import fresh, outcome, trail

@@ -7,7 +7,7 @@ import signal
 import time
 
 import pytest
-from agentfsm.verify.forking import Forked, ForkTimeout
+from agentfsm.faults.forking import Forked, ForkTimeout
 
 
 def test_result_of_any_size_comes_back() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session
+from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport, Session
 
 
 def failure_of(program: str) -> AdapterFailure:

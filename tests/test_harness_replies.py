@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from agentfsm.verify.harness import (
+from agentfsm.verify.conformance.harness import (
     MAX_LINE,
     AdapterDidNotStart,
     AdapterFailure,

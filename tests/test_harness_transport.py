@@ -23,8 +23,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agentfsm.verify import harness
-from agentfsm.verify.harness import AdapterFailure, ProcessTransport, Session
+from agentfsm.verify.conformance import harness
+from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport, Session
 
 PATIENT = 60.0   # a timeout no healthy test comes near
 
@@ -404,7 +404,7 @@ def test_kill_all_kills_every_adapter_still_running() -> None:
 
 
 def test_an_adapter_left_running_is_killed_when_the_harness_exits(tmp_path: Path) -> None:
-    program = ("import sys; from agentfsm.verify.harness import ProcessTransport; "
+    program = ("import sys; from agentfsm.verify.conformance.harness import ProcessTransport; "
                "t = ProcessTransport([sys.executable, '-c', 'import time; time.sleep(600)'], 5.0); print(t.proc.pid)")
     pid = int(subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True,
                              cwd=tmp_path).stdout)

@@ -20,12 +20,12 @@ import pytest
 from agentfsm.impl.engine import Engine
 from agentfsm.spec import Table, bundled_tables, load_table
 from agentfsm.spec.semantics import SemanticError
-from agentfsm.verify.audit import Record, audit
-from agentfsm.verify.checks import run_checks
-from agentfsm.verify.explore import explore
-from agentfsm.verify.harness import Observation
-from agentfsm.verify.vectorfile import Expect, vector_labels
-from agentfsm.verify.vectors import generate
+from agentfsm.verify.conformance.audit import Record, audit
+from agentfsm.verify.conformance.harness import Observation
+from agentfsm.verify.conformance.vectorfile import Expect, vector_labels
+from agentfsm.verify.conformance.vectors import generate
+from agentfsm.verify.table.checks import run_checks
+from agentfsm.verify.table.explore import explore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive_semantics import Label, NaiveTable, Outcome, Vars, key

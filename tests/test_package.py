@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, TABLES
 
-SOURCES = ("pyproject.toml", "README.md", "agentfsm", "spec", "impl", "verify", "diagrams")
+SOURCES = ("pyproject.toml", "README.md", "agentfsm", "spec", "impl", "verify", "faults", "diagrams")
 
 
 def build_wheel(tmp: Path) -> Path:

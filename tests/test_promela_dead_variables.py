@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from agentfsm.spec import load_table
 from agentfsm.spec.system_load import load_system
-from agentfsm.verify import spin
-from agentfsm.verify.explore import explore
-from agentfsm.verify.system_explore import explore_system
-from agentfsm.verify.system_promela import export_system_promela
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.spin.system_promela import export_system_promela
+from agentfsm.verify.system.explore import explore_system
+from agentfsm.verify.table.explore import explore
 
 FIXTURES = Path(__file__).resolve().parent / "systems"
 needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")

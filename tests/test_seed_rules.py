@@ -36,7 +36,7 @@ from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.semantics import step
-from agentfsm.verify.explore import labels_of
+from agentfsm.verify.table.explore import labels_of
 from conftest import ROOT, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st

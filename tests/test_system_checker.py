@@ -11,9 +11,9 @@ from pathlib import Path
 
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify.system_checks import SysVerdict, run_system_checks
-from agentfsm.verify.system_explore import explore_system
-from agentfsm.verify.system_verify import verify_system
+from agentfsm.verify.system.checks import SysVerdict, run_system_checks
+from agentfsm.verify.system.explore import explore_system
+from agentfsm.verify.system.verify import verify_system
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from system_checker import SystemChecker, Verdicts

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import spin
-from agentfsm.verify.system_explore import explore_system
-from agentfsm.verify.system_promela import export_system_promela
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.spin.system_promela import export_system_promela
+from agentfsm.verify.system.explore import explore_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_checker import SystemChecker

@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import code_index, system_levels, system_rows
-from agentfsm.verify.explore import ExplorationLimit
-from agentfsm.verify.system_checks import run_system_checks
-from agentfsm.verify.system_explore import SystemExploration, canonicalizer, explore_system
+from agentfsm.verify.kernel import visited
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system import rows as system_rows
+from agentfsm.verify.system.checks import run_system_checks
+from agentfsm.verify.system.explore import SystemExploration, explore_system
+from agentfsm.verify.system.step import canonicalizer
+from agentfsm.verify.table.explore import ExplorationLimit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from system_strategies import drawn_system
@@ -25,16 +28,16 @@ from system_strategies import drawn_system
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = sorted((ROOT / "spec" / "systems").glob("*.yaml")) + [
     ROOT / "tests" / "systems" / name for name in ("pingpong-system.yaml", "counter-race.yaml")]
-SHIPPED = system_levels.LEVEL_MIN
+SHIPPED = system_batched.LEVEL_MIN
 
 
 def scalar(system: System, symmetry: bool) -> SystemExploration:
-    saved = system_levels.LEVEL_MIN
-    system_levels.LEVEL_MIN = None
+    saved = system_batched.LEVEL_MIN
+    system_batched.LEVEL_MIN = None
     try:
         return explore_system(system, symmetry)
     finally:
-        system_levels.LEVEL_MIN = saved
+        system_batched.LEVEL_MIN = saved
 
 
 def shape(ex: SystemExploration) -> tuple[Any, ...]:
@@ -53,16 +56,16 @@ def assert_same(system: System, symmetry: bool, verdicts: bool = True) -> System
 
 # (LEVEL_MIN, LEVEL_LOW, DENSE_CODES, WORD, PREFIX): batches from the first configuration, with the
 # hash-table visited set and keys chained over several words; and the shipped switch.
-SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_levels.LEVEL_LOW, code_index.DENSE_CODES, system_rows.WORD,
+SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_batched.LEVEL_LOW, visited.DENSE_CODES, system_rows.WORD,
                                 system_rows.PREFIX)]
 
 
 @pytest.fixture(params=SWITCHES, ids=["forced", "shipped"])
 def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     level_min, level_low, dense, word, prefix = request.param
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", level_min)
-    monkeypatch.setattr(system_levels, "LEVEL_LOW", level_low)
-    monkeypatch.setattr(code_index, "DENSE_CODES", dense)
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", level_min)
+    monkeypatch.setattr(system_batched, "LEVEL_LOW", level_low)
+    monkeypatch.setattr(visited, "DENSE_CODES", dense)
     monkeypatch.setattr(system_rows, "WORD", word)
     monkeypatch.setattr(system_rows, "PREFIX", prefix)
     yield
@@ -72,7 +75,7 @@ def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 @pytest.mark.parametrize("path", SYSTEMS, ids=[p.stem for p in SYSTEMS])
 def test_batches_equal_the_scalar_loop_on_every_system(path: Path, symmetry: bool, switch: None) -> None:
     system = load_system(path)
-    assert system_levels.batches(system, symmetry) is not None   # the array path is taken, not skipped
+    assert system_batched.batches(system, symmetry) is not None   # the array path is taken, not skipped
     assert_same(system, symmetry)
 
 
@@ -117,7 +120,7 @@ def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalize
     system = loom(tmp_path, calls)
     full = assert_same(system, False, verdicts=False)
     assert_same(system, True, verdicts=False)
-    batches = system_levels.batches(system, True)
+    batches = system_batched.batches(system, True)
     assert batches is not None
     layout = batches.levels.layout
     rows = np.array([layout.encode(c) for c in full.configs], dtype=np.int64)
@@ -127,14 +130,14 @@ def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalize
 
 
 def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
     with pytest.raises(ExplorationLimit, match="more than 500 configurations"):
         explore_system(loom(tmp_path, 3), symmetry=False, limit=500)
 
 
 def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
     system = load_system(ROOT / "spec" / "systems" / "durable-run-fixed.yaml")
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
     monkeypatch.setattr(system_rows, "PREFIX", 4)
     with pytest.raises(OverflowError, match="more than 2\\*\\*4 distinct key prefixes"):
         explore_system(system)
@@ -144,8 +147,8 @@ def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scala
         monkeypatch: pytest.MonkeyPatch) -> None:
     system = load_system(ROOT / "tests" / "systems" / "pingpong-system.yaml")
     monkeypatch.setattr(system_rows, "MAX_MESSAGES", 1)
-    assert system_levels.batches(system, True) is None
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", 0)
+    assert system_batched.batches(system, True) is None
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
     assert shape(explore_system(system)) == shape(scalar(system, True))
 
 
@@ -154,10 +157,10 @@ def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scala
 def test_batches_equal_the_scalar_loop_on_random_systems(data: st.DataObject, symmetry: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         system = drawn_system(data, Path(tmp))
-        saved = system_levels.LEVEL_MIN, system_levels.LEVEL_LOW
-        system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = 0, 1
+        saved = system_batched.LEVEL_MIN, system_batched.LEVEL_LOW
+        system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = 0, 1
         try:
-            assert system_levels.batches(system, symmetry) is not None
+            assert system_batched.batches(system, symmetry) is not None
             assert_same(system, symmetry)
         finally:
-            system_levels.LEVEL_MIN, system_levels.LEVEL_LOW = saved
+            system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = saved

@@ -14,13 +14,14 @@ import pytest
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify import system_levels
-from agentfsm.verify.system_checks import SysVerdict, run_system_checks
-from agentfsm.verify.system_explore import Config, Stepper, SystemExploration, explore_system, initial_config
-from agentfsm.verify.system_por import Reducer
-from agentfsm.verify.system_replay import system_violations
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system.checks import SysVerdict, run_system_checks
+from agentfsm.verify.system.explore import SystemExploration, explore_system
+from agentfsm.verify.system.reduction import Reducer
+from agentfsm.verify.system.replay import system_violations
+from agentfsm.verify.system.step import Config, Stepper, initial_config
+from agentfsm.verify.system.verify import verify_system
 from agentfsm.verify.system_trace import replay
-from agentfsm.verify.system_verify import verify_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files
@@ -219,7 +220,7 @@ def peers(tmp_path: Path, count: int) -> System:
 def batch_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the batch runs of the explorations that follow (one entry per run)."""
     runs: list[int] = []
-    real = system_levels.batches
+    real = system_batched.batches
 
     def counted(system: System, symmetry: bool) -> Any:
         batches = real(system, symmetry)
@@ -233,7 +234,7 @@ def batch_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             monkeypatch.setattr(batches, "run", counting)
         return batches
 
-    monkeypatch.setattr(system_levels, "batches", counted)
+    monkeypatch.setattr(system_batched, "batches", counted)
     return runs
 
 
@@ -261,7 +262,7 @@ def test_a_reduction_that_prunes_stays_in_the_scalar_loop(monkeypatch: pytest.Mo
     path.write_text("\n".join(lines) + "\n")
     system = load_system(path)
     runs = batch_runs(monkeypatch)
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", 2)
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 2)
     reduced = len(explore_system(system, symmetry=False, reduction=True).configs)
     assert not runs
     assert reduced < len(explore_system(system, symmetry=False).configs) == 3 ** 7

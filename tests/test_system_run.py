@@ -11,8 +11,8 @@ import pytest
 from agentfsm.impl.system_run import RunDiverged, run_trace
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_trace import load_system_trace
-from agentfsm.verify.system_checks import run_system_checks
-from agentfsm.verify.system_explore import explore_system
+from agentfsm.verify.system.checks import run_system_checks
+from agentfsm.verify.system.explore import explore_system
 from agentfsm.verify.system_trace import replay
 from json_envelope import run_line
 

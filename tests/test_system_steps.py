@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec.system_load import load_system
-from agentfsm.verify import system_levels
-from agentfsm.verify.system_checks import SysCheck, run_system_checks
-from agentfsm.verify.system_explore import explore_system
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system.checks import SysCheck, run_system_checks
+from agentfsm.verify.system.explore import explore_system
 
 from agentfsm.cli import main
 
@@ -22,7 +22,7 @@ FIXTURES = Path(__file__).resolve().parent / "systems"
 
 @pytest.fixture(params=[None, 0], ids=["scalar", "batches"])
 def level_min(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(system_levels, "LEVEL_MIN", request.param)
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", request.param)
     yield
 
 

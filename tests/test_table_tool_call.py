@@ -9,7 +9,7 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
-from agentfsm.verify.explore import labels_of
+from agentfsm.verify.table.explore import labels_of
 from conftest import SPEC
 from hypothesis import given, settings
 from hypothesis import strategies as st

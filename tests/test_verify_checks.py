@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.checks import KINDS, run_checks
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.checks import KINDS, run_checks
+from agentfsm.verify.table.explore import explore
 from verify_tables import check, steps, verdict
 
 COUNTER = """

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import load_table
-from agentfsm.verify import spin
-from agentfsm.verify.explore import explore
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.table.explore import explore
 from conftest import SPEC, TABLES
 from json_envelope import enveloped
 from verify_tables import HEADER

@@ -12,8 +12,8 @@ from typing import Any, cast
 
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, compile_expr
-from agentfsm.verify import columns
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table import columns
+from agentfsm.verify.table.explore import explore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_verify_differential import tables

@@ -17,8 +17,8 @@ import pytest
 from agentfsm.spec import Row, Table, TableError, load_table_bytes
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify import explore as explore_module
-from agentfsm.verify.explore import explore, labels_of
+from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.explore import explore, labels_of
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify import explore as explore_module
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.explore import explore
 from conftest import SPEC, TABLES
 
 

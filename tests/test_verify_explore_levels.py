@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from agentfsm.spec import Table, load_table, load_table_bytes
-from agentfsm.verify import code_index, explore_levels
-from agentfsm.verify import explore as explore_module
-from agentfsm.verify.checks import run_checks
-from agentfsm.verify.explore import Exploration, ExplorationLimit, explore
+from agentfsm.verify.kernel import visited
+from agentfsm.verify.table import batched
+from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.checks import run_checks
+from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
 from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,10 +36,10 @@ LENIENT = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]   # the fi
 # (LEVEL_MIN, LEVEL_LOW, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first
 # configuration on; after a few, from the memo or the direct path; through the hash table;
 # back and forth between the batches and the scalar loop as the queue narrows and widens.
-SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES),
+SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
             (3, 0, 2, explore_module.MEMO_LIMIT, 0),
-            (2, 0, 3, 0, code_index.DENSE_CODES),
-            (4, 3, 1, explore_module.MEMO_LIMIT, code_index.DENSE_CODES),
+            (2, 0, 3, 0, visited.DENSE_CODES),
+            (4, 3, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
             (3, 2, 1, 0, 0)]
 IDS = ["at-once", "after-memo-hashed", "after-direct", "back-and-forth", "back-and-forth-direct-hashed"]
 
@@ -50,7 +51,7 @@ def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     monkeypatch.setattr(explore_module, "LEVEL_LOW", level_low)
     monkeypatch.setattr(explore_module, "CHECK_EVERY", check_every)
     monkeypatch.setattr(explore_module, "MEMO_LIMIT", memo_limit)
-    monkeypatch.setattr(code_index, "DENSE_CODES", dense)
+    monkeypatch.setattr(visited, "DENSE_CODES", dense)
     yield
 
 
@@ -150,7 +151,7 @@ def test_a_wide_table_switches_at_the_default_threshold() -> None:
 @settings(max_examples=200, deadline=None)
 @given(codes=st.lists(st.integers(0, (1 << 62) - 1), max_size=300, unique=True), dense=st.booleans())
 def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], dense: bool) -> None:
-    index = code_index.DenseIndex(1 << 10) if dense else code_index.CodeIndex()
+    index = visited.DenseIndex(1 << 10) if dense else visited.CodeIndex()
     if dense:
         codes = [c % (1 << 10) for c in dict.fromkeys(c % (1 << 10) for c in codes)]
     half = len(codes) // 2
@@ -166,7 +167,7 @@ def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], dens
 @given(codes=st.lists(st.integers(0, 40), max_size=200), bits=st.sampled_from([6, 63]))
 def test_first_occurrences_in_order(codes: list[int], bits: int) -> None:
     """Both ways (packed keys, and the argsort for codes too wide to pack) agree with a dict."""
-    fresh, at, rank = explore_levels._in_first_occurrence_order(np.array(codes, dtype=np.int64), bits)
+    fresh, at, rank = visited.in_first_occurrence_order(np.array(codes, dtype=np.int64), bits)
     expected = {c: codes.index(c) for c in dict.fromkeys(codes)}
     assert fresh.tolist() == list(expected)
     assert at.tolist() == list(expected.values())
@@ -182,7 +183,7 @@ def test_a_limit_stops_the_batches_with_how_far_they_got() -> None:
     reason, found, transitions, depth = (stopped.value.reason, stopped.value.configurations,
                                          stopped.value.transitions, stopped.value.depth)
     assert "--max-configurations 5000" in reason
-    assert 5000 < found < 5000 + explore_levels.BATCH * 20
+    assert 5000 < found < 5000 + batched.BATCH * 20
     complete = explore(table)
     assert complete.code_index is not None
     assert 0 < transitions < complete.transitions

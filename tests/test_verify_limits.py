@@ -149,7 +149,7 @@ def test_every_command_that_explores_stops_at_the_default_limit(
         command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Not only ``verify``: a huge bound stopped ``vectors`` nowhere (nothing printed for minutes)."""
-    from agentfsm.verify import explore
+    from agentfsm.verify.table import explore
     monkeypatch.setattr(explore, "DEFAULT_MAX_CONFIGURATIONS", 50)
     acting = COUNTER.replace("states:", "actions: {Call: {effect: external, idempotent: true}}\nstates:").replace(
         "set: {x: x + 1}}", "set: {x: x + 1}, emit: [Call]}")   # crash skips a table that acts on nothing

@@ -18,9 +18,9 @@ import networkx as nx
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Expr, InStates, Value
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify.checks import Verdict, run_checks
-from agentfsm.verify.explore import explore
-from agentfsm.verify.replay import violations
+from agentfsm.verify.table.checks import Verdict, run_checks
+from agentfsm.verify.table.explore import explore
+from agentfsm.verify.table.replay import violations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note
 from hypothesis import strategies as st

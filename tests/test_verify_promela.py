@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify import spin
-from agentfsm.verify.checks import run_checks
-from agentfsm.verify.explore import explore
-from agentfsm.verify.promela import MAX_CHOICES, PromelaLimit, export_promela
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.spin.promela import MAX_CHOICES, PromelaLimit, export_promela
+from agentfsm.verify.table.checks import run_checks
+from agentfsm.verify.table.explore import explore
 from hypothesis import HealthCheck, given, settings
 from strategies_tables import tables
 from verify_tables import table

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 from agentfsm.spec import load_table_bytes
-from agentfsm.verify.checks import UnhandledPair, Verdict, run_checks
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.checks import UnhandledPair, Verdict, run_checks
+from agentfsm.verify.table.explore import explore
 
 TABLE = """format: 1
 machine: counts

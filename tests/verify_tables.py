@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agentfsm.spec import Table, load_table_bytes
-from agentfsm.verify.checks import CheckResult, Verdict, run_checks
-from agentfsm.verify.explore import explore
+from agentfsm.verify.table.checks import CheckResult, Verdict, run_checks
+from agentfsm.verify.table.explore import explore
 
 HEADER = "format: 1\nmachine: {machine}\n"
 

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 
 import pytest
 from agentfsm.spec import Table, load_table
-from agentfsm.verify.conform import Runner, format_trace
-from agentfsm.verify.harness import FunctionTransport, Message, ProcessTransport, Transport, split_command
-from agentfsm.verify.vectorfile import Vector, read_vectors
-from agentfsm.verify.vectors import SETS, generate
+from agentfsm.verify.conformance.conform import Runner, format_trace
+from agentfsm.verify.conformance.harness import FunctionTransport, Message, ProcessTransport, Transport, split_command
+from agentfsm.verify.conformance.vectorfile import Vector, read_vectors
+from agentfsm.verify.conformance.vectors import SETS, generate
 
 F = TypeVar("F", bound=Callable[..., Any])
 Implementation = Callable[[Message], Message] | str | Sequence[str]

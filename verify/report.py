@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from agentfsm.verify.checks import CheckResult, Verdict
 from agentfsm.verify.junit import Case, Suite
+from agentfsm.verify.table.checks import CheckResult, Verdict
 from agentfsm.verify.trace import format_trace
 
 JSON_FORMAT = 1

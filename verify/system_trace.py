@@ -27,7 +27,7 @@ from agentfsm.spec.system_trace import (
     load_system_trace,
     shown_params,
 )
-from agentfsm.verify.system_explore import Config, Effect, Stepper, initial_config
+from agentfsm.verify.system.step import Config, Effect, Stepper, initial_config
 
 __all__ = ["SystemTrace", "SystemTraceError", "describe_config", "format_steps", "label_json", "label_text",
            "load_system_trace", "replay"]

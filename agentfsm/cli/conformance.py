@@ -20,12 +20,12 @@ from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.spec.model import Table
 from agentfsm.spec.suggest import did_you_mean
-from agentfsm.verify import mutants as mutation
-from agentfsm.verify import vectors as gen
-from agentfsm.verify.audit import LogError, audit, format_audit, read_log
-from agentfsm.verify.conform import Runner, format_report, junit_suite, report_json, row_coverage
-from agentfsm.verify.explore import DEFAULT_MAX_CONFIGURATIONS, explore
-from agentfsm.verify.harness import (
+from agentfsm.verify.conformance import mutants as mutation
+from agentfsm.verify.conformance import vectors as gen
+from agentfsm.verify.conformance.audit import LogError, audit, format_audit, read_log
+from agentfsm.verify.conformance.conform import Runner, format_report, junit_suite, report_json, row_coverage
+from agentfsm.verify.conformance.guided import DEFAULT_BUDGET
+from agentfsm.verify.conformance.harness import (
     AdapterDidNotStart,
     ProcessTransport,
     Transport,
@@ -33,9 +33,16 @@ from agentfsm.verify.harness import (
     kill_all,
     split_command,
 )
+from agentfsm.verify.conformance.vectorfile import (
+    Manifest,
+    Vector,
+    VectorError,
+    read_vectors,
+    vector_labels,
+    write_vectors,
+)
 from agentfsm.verify.junit import junit_xml
-from agentfsm.verify.vectorfile import Manifest, Vector, VectorError, read_vectors, vector_labels, write_vectors
-from agentfsm.verify.vectors_guided import DEFAULT_BUDGET
+from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, explore
 
 Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 

@@ -13,12 +13,12 @@ from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.main import main
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
+from agentfsm.faults.crash import CrashChecker, CrashReport, Violation
+from agentfsm.faults.crash_agent import AgentCrash
+from agentfsm.faults.crash_kill import kill_scenarios
+from agentfsm.faults.forking import Forked
 from agentfsm.impl.script import AgentScript, ScriptError, load_script
-from agentfsm.verify.crash import CrashChecker, CrashReport, Violation
-from agentfsm.verify.crash_agent import AgentCrash
-from agentfsm.verify.crash_kill import kill_scenarios
-from agentfsm.verify.explore import explore
-from agentfsm.verify.forking import Forked
+from agentfsm.verify.table.explore import explore
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

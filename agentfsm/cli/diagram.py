@@ -20,8 +20,8 @@ from agentfsm.diagrams.render import RenderError, run_dot, svg
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure_dot, structure_mermaid
 from agentfsm.spec.model import Table
 from agentfsm.spec.system_model import System
-from agentfsm.verify.explore import explore
 from agentfsm.verify.system_trace import SystemTraceError, replay
+from agentfsm.verify.table.explore import explore
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,7 +9,7 @@ import functools
 
 from agentfsm.cli.exits import BadInput
 from agentfsm.cli.util import Command
-from agentfsm.verify.explore import DEFAULT_NOTE, ExplorationLimit
+from agentfsm.verify.table.explore import DEFAULT_NOTE, ExplorationLimit
 
 
 def reporting_limits(command: Command) -> Command:

@@ -14,8 +14,8 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.report import Unverified, check_title
-from agentfsm.verify.system_checks import SysCheck, SysVerdict
-from agentfsm.verify.system_replay import system_violations
+from agentfsm.verify.system.checks import SysCheck, SysVerdict
+from agentfsm.verify.system.replay import system_violations
 from agentfsm.verify.system_trace import (
     SystemTrace,
     SystemTraceError,

@@ -35,16 +35,16 @@ from agentfsm.cli.util import (
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
-from agentfsm.verify.checks import KINDS, Verdict, run_checks
-from agentfsm.verify.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit, explore
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
-from agentfsm.verify.promela import PromelaLimit, export_promela
-from agentfsm.verify.replay import violations
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
-from agentfsm.verify.system_checks import SysVerdict
-from agentfsm.verify.system_promela import ExportError, export_system_promela
-from agentfsm.verify.system_verify import verify_system
+from agentfsm.verify.spin.promela import PromelaLimit, export_promela
+from agentfsm.verify.spin.system_promela import ExportError, export_system_promela
+from agentfsm.verify.system.checks import SysVerdict
+from agentfsm.verify.system.verify import verify_system
+from agentfsm.verify.table.checks import KINDS, Verdict, run_checks
+from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit, explore
+from agentfsm.verify.table.replay import violations
 from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
 
 # What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").

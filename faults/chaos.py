@@ -1,0 +1,620 @@
+"""``agentfsm chaos``: bounded fault campaigns against real ``agentfsm`` processes.
+
+Where ``agentfsm crash`` kills the runtime at every write boundary of one process, a chaos
+campaign does what users and machines do: a second terminal resumes a run that is still
+going, a process is SIGKILLed or frozen (SIGSTOP) past its lease and thawed, the disk fills
+up, a bit flips in the journal or its write-ahead log, workers are killed or frozen, the
+PostgreSQL server is killed and restarted. Every effect appends a line to a ledger outside
+the store. After each trial the run is finished the way a user would (``--resume``,
+deciding every unknown effect ``failed`` — never ``rerun``, so any repeat is the runtime's —
+and ``journal --repair`` when the store names a damaged tail; the scenarios that test a
+``rerun`` answer it instead, and each ``rerun`` allows that effect one more execution), and
+the trial is judged:
+
+- **duplicated effect**: a ledger line (one effect) appears twice;
+- **lost step**: an effect ran (ledger) that the journal does not know was started, or
+  the journal reads back fewer records than it held before the fault without saying so;
+- **stuck run**: a process had to be killed after the time bound, or the run did not end;
+- **unclean error**: a traceback, an exit status other than 0, 1 or 2, or an exit 2 that
+  does not name the store;
+- **damage reported / repaired**: the journal was reported damaged (exit 2, the store
+  named), and repaired by ``journal --repair`` or left reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.util import json_envelope
+
+if TYPE_CHECKING:
+    from agentfsm.impl.stores.postgres import PostgresStore
+
+AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
+ROOT = Path(__file__).resolve().parent.parent
+LOOM = ROOT / "spec" / "loom-agent.yaml"
+COUNTER_TABLE = """format: 1
+machine: counter
+title: A counter whose every tick is one external effect
+source: agentfsm chaos
+constants: {max: 200}
+variables:
+  n: {type: int, min: 0, max: max, init: 0}
+states:
+  Counting: {initial: true}
+  Stopped: {final: true}
+events:
+  Tick: {}
+  Stop: {}
+actions:
+  Note: {effect: external, idempotent: false}
+transitions:
+  - {from: Counting, on: Tick, when: n < max, to: Counting, set: {n: n + 1}, emit: [Note]}
+  - {from: Counting, on: Stop, to: Stopped}
+unhandled: {policy: reject}
+"""
+BOUND = 60.0  # seconds any one process may take before it counts as stuck
+SCENARIOS = ("two-resumers", "sigkill", "sigstop", "full-disk", "bit-flip", "repair-resume", "mistyped-id")
+PG_SCENARIOS = ("pg-two-resumers",)
+WORKER_SCENARIOS = ("workers", "server-kill", "slow-tools")
+TYPO = "rnu"  # the run id a user mistypes for ``run`` (mistyped-id)
+
+
+def agent_script(tools: int, sleep: float = 0.2) -> str:
+    replies = []
+    for k in range(1, tools + 1):
+        argv = ["sh", "-c", f"echo t{k} >> ../ledger; sleep {sleep:g}"]
+        replies.append(f"  - - {{tool_call: {{name: run_command, arguments: {{argv: {json.dumps(argv)}}}}}}}\n"
+                       f"  - - {{text: reply {k}}}\n")
+    inputs = ", ".join(f"input {k}" for k in range(1, tools + 1))
+    return f"workdir: work\nsettings: {{commit_hook: false}}\ninputs: [{inputs}]\nreplies:\n{''.join(replies)}"
+
+
+@dataclass
+class Row:
+    """One scenario's counts over its trials."""
+
+    scenario: str
+    trials: int = 0
+    runs: int = 0
+    faults: int = 0
+    duplicated: int = 0
+    lost: int = 0
+    stuck: int = 0
+    unclean: int = 0
+    damaged: int = 0
+    repaired: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicated or self.lost or self.stuck or self.unclean)
+
+
+@dataclass
+class Proc:
+    argv: list[str]
+    code: int
+    out: str
+    err: str
+    timed_out: bool = False
+
+
+def spawn(argv: Sequence[str], cwd: Path, limit: int | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    def prepare() -> None:
+        if limit is not None:  # a full disk: writes past the limit fail
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return subprocess.Popen([AGENTFSM, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=prepare, env=env)
+
+
+def reap(child: subprocess.Popen[str], bound: float = BOUND) -> Proc:
+    try:
+        out, err = child.communicate(timeout=bound)
+        return Proc(list(map(str, child.args)), child.returncode, out, err)  # type: ignore[arg-type]
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        out, err = child.communicate()
+        return Proc(list(map(str, child.args)), child.returncode, out, err, True)  # type: ignore[arg-type]
+
+
+class Trial:
+    """One run in its own folder (its store ``j.db`` there, or a PostgreSQL URL), its
+    processes, and the verdict. ``reruns`` counts the executions the user allowed again."""
+
+    def __init__(self, folder: Path, row: Row, tools: int, store: str = "j.db", sleep: float = 0.2) -> None:
+        self.dir = folder
+        self.row = row
+        self.store = store
+        self.procs: list[Proc] = []
+        self.killed: set[int] = set()
+        self.reruns: Counter[str] = Counter()
+        self.false_damage = False  # whether a damage report can only be false (a full disk loses nothing)
+        (folder / "work").mkdir(parents=True)
+        (folder / "s.yaml").write_text(agent_script(tools, sleep))
+        row.runs += 1
+
+    def run_args(self, *extra: str) -> list[str]:
+        return ["run", str(LOOM), "--script", "s.yaml", "--store", self.store, "--lease", "1", "--timeout", "50",
+                *extra]
+
+    def named(self, err: str) -> bool:
+        """Whether an error names the store (a SQLite file, or the PostgreSQL URL)."""
+        return (self.store if self.store == "j.db" else self.store.split("?")[0]) in err
+
+    def exists(self) -> bool:
+        return self.store != "j.db" or (self.dir / "j.db").exists()
+
+    def start(self, *extra: str, limit: int | None = None) -> subprocess.Popen[str]:
+        return spawn(self.run_args(*extra), self.dir, limit)
+
+    def wait(self, child: subprocess.Popen[str], killed: bool = False) -> Proc:
+        proc = reap(child)
+        self.procs.append(proc)
+        if killed:
+            self.killed.add(id(proc))
+        return proc
+
+    def cli(self, *argv: str) -> Proc:
+        proc = reap(spawn(argv, self.dir))
+        self.procs.append(proc)
+        return proc
+
+    def journal(self) -> tuple[int, dict[str, Any] | None]:
+        proc = self.cli("journal", "--store", self.store, "--json")
+        try:
+            view = json.loads(proc.out) if proc.out.strip() else None
+        except ValueError:
+            view = None
+        return proc.code, view if isinstance(view, dict) else None
+
+    def records(self) -> int:
+        code, view = self.journal()
+        if code != 0 or not isinstance(view, dict) or not view.get("runs"):
+            return -1
+        runs = view["runs"]
+        assert isinstance(runs, list)
+        return len(runs[0]["records"])
+
+    def decisions(self) -> list[str]:
+        _, view = self.journal()
+        runs = [] if view is None else view.get("runs", [])
+        return [d["id"] for run in runs for d in run.get("decisions", [])]
+
+    def finish(self, answer: str = "failed") -> None:
+        """Resume until the run ends, as a user would: unknown effects decided ``answer`` (a
+        ``rerun`` allows that effect one more execution), a damaged store repaired once; a store
+        still reported damaged ends the trial (reported)."""
+        repaired = False
+        for _ in range(8):
+            proc = self.cli(*self.run_args("--resume") if self.exists() else self.run_args())
+            if proc.code == 0:
+                return
+            if proc.code == 2 and "no run 'run' to resume" in proc.err:  # killed before its first write
+                proc = self.cli(*self.run_args())
+                if proc.code == 0:
+                    return
+                continue
+            if proc.code == 2 and self.named(proc.err) and "is owned by" not in proc.err \
+                    and "exists; continue it" not in proc.err:  # the store reported damaged
+                self.row.damaged += 1
+                if self.false_damage and "disk is full" not in proc.err:
+                    self.row.unclean += 1
+                    self.row.notes.append(f"{self.dir.name}: a full disk reported as damage: {proc.err.strip()[-200:]}")
+                if repaired or self.cli("journal", "--store", self.store, "--repair").code != 0:
+                    return
+                repaired = True
+                self.row.repaired += 1
+                continue
+            if proc.code == 2 and "exists; continue it with --resume" in proc.err:
+                continue
+            decisions = self.decisions()
+            if not decisions:
+                if proc.code == 1 and "owned by" not in proc.err:
+                    continue
+                time.sleep(0.5)
+                continue
+            self.reruns.update(decisions if answer == "rerun" else [])
+            decided = self.cli(*self.run_args("--resume", *[a for d in decisions
+                                                            for a in ("--decide", f"{d}={answer}")]))
+            if decided.code == 0:
+                return
+        self.row.stuck += 1
+        self.row.notes.append(f"{self.dir.name}: the run did not end")
+
+    def judge(self) -> None:
+        for proc in self.procs:
+            if proc.timed_out:
+                self.row.stuck += 1
+                self.row.notes.append(f"{self.dir.name}: {' '.join(proc.argv[1:3])} timed out")
+            elif id(proc) in self.killed:
+                continue
+            elif "Traceback" in proc.err or proc.code not in (0, 1, 2) or (proc.code == 2 and not self.named(proc.err)
+                                                                             and "s.yaml" not in proc.err):
+                self.row.unclean += 1
+                self.row.notes.append(f"{self.dir.name}: exit {proc.code}: {proc.err.strip()[-300:]}")
+        ledger = self.dir / "ledger"
+        lines = Counter(ledger.read_text().split()) if ledger.exists() else Counter()
+        code, view = self.journal()
+        runs = view.get("runs") if code == 0 and isinstance(view, dict) else None
+        effects = [e for e in (runs[0].get("current", {}).get("effects", []) if runs else [])
+                   if e.get("tool") == "run_command"]
+        allowed = Counter({ledger_line(e["args"]): self.reruns[e["key"]] for e in effects})
+        duplicated = sum(max(0, n - 1 - allowed[line]) for line, n in lines.items())
+        self.row.duplicated += duplicated
+        if duplicated:
+            self.row.notes.append(f"{self.dir.name}: ran more often than allowed: {dict(lines)}, reruns {allowed}")
+        if runs:
+            started = {ledger_line(e["args"]) for e in effects if e["status"] != "pending"}
+            lost = set(lines) - started
+            if lost:
+                self.row.lost += len(lost)
+                self.row.notes.append(f"{self.dir.name}: ran but not journaled: {sorted(lost)}")
+
+
+def ledger_line(args: object) -> str:
+    """The ledger line a scripted ``run_command`` call appends (``echo tK >> ../ledger``)."""
+    assert isinstance(args, dict)
+    return str(json.loads(args["arguments"])["argv"][2].split()[1])
+
+
+def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, tools: int) -> None:
+    trial = Trial(folder, row, tools)
+    answer = "failed"
+    if scenario == "full-disk":
+        trial.false_damage = True
+        trial.wait(trial.start(limit=rng.randrange(40_000, 200_000)))
+        row.faults += 1
+    elif scenario in ("repair-resume", "mistyped-id"):
+        answer = lost_started(trial, rng) if scenario == "repair-resume" else mistyped(trial, rng)
+    else:
+        first = trial.start()
+        deadline = time.monotonic() + BOUND
+        while scenario == "bit-flip" and not (folder / "j.db").exists() and first.poll() is None \
+                and time.monotonic() < deadline:  # a loaded machine starts slowly: something to flip
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.3, 2.5))
+        if scenario == "two-resumers":
+            second = trial.start("--resume")
+            trial.wait(second)
+            trial.wait(first)
+        elif scenario == "sigkill":
+            os.killpg(first.pid, signal.SIGKILL)
+            trial.wait(first, killed=True)
+        elif scenario == "sigstop":
+            os.kill(first.pid, signal.SIGSTOP)
+            time.sleep(1.6)  # past the 1 s lease
+            second = trial.start("--resume")
+            trial.wait(second)
+            os.kill(first.pid, signal.SIGCONT)
+            trial.wait(first)
+        elif scenario == "bit-flip":
+            if rng.random() < 0.5:
+                os.killpg(first.pid, signal.SIGKILL)  # leave a write-ahead log behind
+                trial.wait(first, killed=True)
+            else:
+                trial.wait(first)
+            if not (folder / "j.db").exists():  # killed before the store existed: nothing to flip
+                trial.finish()
+                trial.judge()
+                return
+            before = trial.records()
+            flip(folder, rng)
+            after = trial.records()
+            if 0 <= after < before:
+                row.lost += before - after
+                row.notes.append(f"{folder.name}: a flipped bit silently dropped {before - after} record(s)")
+        row.faults += 1
+    trial.finish(answer)
+    trial.judge()
+
+
+def killed_mid_tool(trial: Trial, rng: random.Random) -> None:
+    """Start the run and SIGKILL it (with its tool) once a tool has started, or a little later."""
+    first = trial.start()
+    deadline = time.monotonic() + BOUND
+    while not (trial.dir / "ledger").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0.0, 1.0))
+    os.killpg(first.pid, signal.SIGKILL)
+    trial.wait(first, killed=True)
+
+
+def lost_started(trial: Trial, rng: random.Random) -> str:
+    """repair-resume: killed mid-tool, the journal then loses its records from the last
+    ``started`` on (a log cut back); the user repairs it and resumes, answering ``rerun``. A
+    repair that left the effect ``pending`` would perform it again without being asked."""
+    killed_mid_tool(trial, rng)
+    db = trial.dir / "j.db"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            conn.execute("DELETE FROM records WHERE run_id = 'run' AND seq >= (SELECT coalesce(max(seq), 1 << 40) "
+                         "FROM records WHERE run_id = 'run' AND kind = 'started')")
+        conn.close()
+        trial.row.faults += 1
+    return "rerun"
+
+
+def mistyped(trial: Trial, rng: random.Random) -> str:
+    """mistyped-id: killed mid-tool (or left to end), then resumed as ``--run-id rnu``: it must
+    be refused (exit 2) and perform nothing; a run it started would repeat every effect."""
+    if rng.random() < 0.5:
+        killed_mid_tool(trial, rng)
+    else:
+        trial.wait(trial.start())
+    typo = trial.cli(*trial.run_args("--resume", "--run-id", TYPO))
+    trial.row.faults += 1
+    if typo.code != 2 or "no run 'rnu' to resume" not in typo.err:
+        trial.row.unclean += 1
+        trial.row.notes.append(f"{trial.dir.name}: --resume --run-id {TYPO}: exit {typo.code}: {typo.err[-200:]}")
+    return "rerun"
+
+
+def pg_trial(folder: Path, row: Row, rng: random.Random, url: str, tools: int) -> None:
+    """pg-two-resumers: a run on PostgreSQL killed mid-tool, then two ``--resume --decide
+    KEY=rerun`` at once (or, half the time, a second resumer while the first runs): the user
+    allowed one more execution, and one process at a time may own the run."""
+    schema = f"chaos_{os.getpid()}_{rng.randrange(1 << 30)}"
+    trial = Trial(folder, row, tools, store=f"{url}?schema={schema}", sleep=1.5)
+    try:
+        if rng.random() < 0.5:
+            killed_mid_tool(trial, rng)
+            keys = [e["key"] for e in (trial.journal()[1] or {}).get("runs", [{}])[0].get("current", {})
+                    .get("effects", []) if e.get("tool") == "run_command" and e["status"] in ("started", "unknown")]
+            decide = [a for key in keys for a in ("--decide", f"{key}=rerun")]
+            trial.reruns.update(keys)  # the user allowed one rerun, whichever process performs it
+            both = [trial.start("--resume", *decide) for _ in range(2)]
+            for child in both:
+                trial.wait(child)
+        else:
+            first = trial.start()
+            time.sleep(rng.uniform(0.5, 3.0))
+            trial.wait(trial.start("--resume"))
+            trial.wait(first)
+        row.faults += 1
+        trial.finish("rerun")
+        trial.judge()
+    finally:
+        drop_schema(url, schema)
+
+
+def drop_schema(url: str, schema: str) -> None:
+    store = connect(url, schema)
+    try:
+        with store._conn.transaction():
+            store._conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        store.close()
+
+
+def flip(folder: Path, rng: random.Random) -> None:
+    """Flip one bit of the journal: in its write-ahead log when one is left, else in the database."""
+    wal = folder / "j.db-wal"
+    target = wal if wal.exists() and wal.stat().st_size > 32 else folder / "j.db"
+    data = bytearray(target.read_bytes())
+    if not data:
+        return
+    at = rng.randrange(len(data))
+    data[at] ^= 1 << rng.randrange(8)
+    target.write_bytes(bytes(data))
+
+
+def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url: str, pg_dir: Path | None,
+                 runs: int) -> None:
+    """Runs of a counter served by three workers that are SIGKILLed and frozen (and, for
+    ``server-kill``, the PostgreSQL server SIGKILLed and restarted on its port)."""
+    from agentfsm.impl.durable.ledger import FileLedger
+    from agentfsm.impl.stores.postgres import PostgresStore
+    from agentfsm.impl.workers.worker import submit
+    from agentfsm.spec import load_table
+
+    table_path = folder / "counter.yaml"
+    folder.mkdir(parents=True)
+    table_path.write_text(COUNTER_TABLE)
+    table = load_table(table_path)
+    schema = f"chaos_{os.getpid()}_{rng.randrange(1 << 30)}"
+    store = PostgresStore(url, schema)
+    slow = scenario == "slow-tools"
+    ticks = {f"run-{k}": rng.randint(1, 2 if slow else 5) for k in range(runs // 3 if slow else runs)}
+    for run_id, n in ticks.items():
+        submit(store, table, run_id, [("Tick", {})] * n + [("Stop", {})])
+    store.close()
+    row.runs += len(ticks)
+    ledger = folder / "effects"
+    argv = ["worker", str(table_path), "--store", f"{url}?schema={schema}", "--ledger", str(ledger), "--status-query",
+            "--lease", "1", "--poll", "0.05", "--exit-when-idle"]
+    env = None
+    if slow:  # tools that outlive the 1 s lease, asleep or keeping the GIL; the tools are the only fault
+        env = {**os.environ, "AGENTFSM_CHAOS_LEDGER": str(ledger), "AGENTFSM_CHAOS_LINGER": "2",
+               "AGENTFSM_CHAOS_GIL": "1" if row.trials % 2 == 0 else ""}
+        argv[4:7] = ["--tools", "agentfsm.faults.chaos_tools:tools"]
+        row.faults += sum(ticks.values())
+    fleet = [spawn(argv, folder, env=env) for _ in range(2 if slow else 3)]
+    procs: list[tuple[subprocess.Popen[str], bool]] = []
+    deadline = time.monotonic() + BOUND
+    server_killed = False
+    while not slow and any(p.poll() is None for p in fleet) and time.monotonic() < deadline:
+        time.sleep(rng.uniform(0.2, 0.8))
+        live = [p for p in fleet if p.poll() is None]
+        if not live:
+            break
+        victim = rng.choice(live)
+        fault = rng.choice(("kill", "stop"))
+        if scenario == "server-kill" and not server_killed and pg_dir is not None:
+            kill_server(pg_dir)
+            server_killed = True
+            row.faults += 1
+            continue
+        if fault == "kill":
+            os.killpg(victim.pid, signal.SIGKILL)
+            victim.wait()
+            procs.append((victim, True))
+            fleet.remove(victim)
+            fleet.append(spawn(argv, folder, env=env))
+        else:
+            os.kill(victim.pid, signal.SIGSTOP)
+            time.sleep(rng.uniform(1.2, 2.5))  # past the lease: another worker takes its run
+            os.kill(victim.pid, signal.SIGCONT)
+        row.faults += 1
+    for child in fleet:
+        procs.append((child, False))
+    row.trials += 1
+    verdicts = [(reap(child, max(1.0, deadline - time.monotonic() + 30)), killed) for child, killed in procs]
+    for proc, killed in verdicts:
+        if proc.timed_out:
+            row.stuck += 1
+            row.notes.append(f"{folder.name}: a worker did not finish")
+        elif not killed and ("Traceback" in proc.err or proc.code != 0):
+            row.unclean += 1
+            row.notes.append(f"{folder.name}: worker exit {proc.code}: {proc.err.strip()[-300:]}")
+    executions = FileLedger(ledger).executions()
+    row.duplicated += sum(n - 1 for n in executions.values() if n > 1)
+    store = connect(url, schema)
+    try:
+        jobs = {j.run_id: j for j in store.jobs()}
+        for run_id, n in ticks.items():
+            job = jobs[run_id]
+            if job.status == "queued" or (slow and job.status != "done"):
+                row.stuck += 1
+                row.notes.append(f"{folder.name}: {run_id} {job.status}: {job.outcome}")
+                continue
+            records = store.records(run_id)
+            steps = [r for r in records if r.kind == "step"]
+            final = steps[-1].body["next"]["vars"]["n"] if steps else 0
+            noted = {r.body["key"] for r in records if r.kind == "started"}
+            if final != n or set(k for k in executions if k.startswith(f"{run_id}/")) - noted:
+                row.lost += 1
+                row.notes.append(f"{folder.name}: {run_id} counted {final} of {n} ticks or ran unjournaled effects")
+    finally:
+        with store._conn.transaction():
+            store._conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        store.close()
+
+
+def connect(url: str, schema: str) -> PostgresStore:
+    """The store, once the server answers again (it may be restarting)."""
+    from agentfsm.impl.durable.journal import JournalError
+    from agentfsm.impl.stores.postgres import PostgresStore
+
+    for _ in range(60):
+        try:
+            return PostgresStore(url, schema)
+        except JournalError:
+            time.sleep(0.5)
+    return PostgresStore(url, schema)
+
+
+def kill_server(pg_dir: Path) -> None:
+    """SIGKILL the PostgreSQL server of ``scripts/postgres.sh`` in ``pg_dir`` and start it again."""
+    from agentfsm.impl.durable.leases import owner_gone
+
+    pid = int((pg_dir / "data" / "postmaster.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not owner_gone(f"{socket.gethostname()}:{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # its backends notice and exit
+    # (in a session of its own: the server must outlive this process's group)
+    subprocess.run([str(ROOT / "scripts" / "postgres.sh"), "start"], capture_output=True, text=True, timeout=120,
+                   env={**os.environ, "AGENTFSM_PG_DIR": str(pg_dir)}, check=True, start_new_session=True)
+
+
+def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None = None, pg_dir: Path | None = None,
+             tools: int = 3, runs: int = 12, log: Callable[[str], None] = lambda line: None) -> list[Row]:
+    rng = random.Random(seed)
+    rows: list[Row] = []
+    base = Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
+    try:
+        for scenario in scenarios:
+            row = Row(scenario)
+            rows.append(row)
+            for k in range(trials):
+                folder = base / f"{scenario}-{k}"
+                if scenario in WORKER_SCENARIOS + PG_SCENARIOS and url is None:
+                    row.notes.append("skipped: no PostgreSQL URL (--pg)")
+                    break
+                if scenario in WORKER_SCENARIOS and url is not None:
+                    worker_trial(scenario, folder, row, rng, url, pg_dir, runs)
+                elif scenario in PG_SCENARIOS and url is not None:
+                    row.trials += 1
+                    pg_trial(folder, row, rng, url, tools)
+                else:
+                    row.trials += 1
+                    sqlite_trial(scenario, folder, row, rng, tools)
+                log(f"{scenario} {k + 1}/{trials}: {asdict(row) | {'notes': len(row.notes)}}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return rows
+
+
+def table_text(rows: Sequence[Row]) -> str:
+    head = ("| scenario | trials | runs | faults | duplicated effects | lost steps | stuck runs | unclean errors | "
+            "damage reported | repaired |\n|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "".join(f"| {r.scenario} | {r.trials} | {r.runs} | {r.faults} | {r.duplicated} | {r.lost} | "
+                          f"{r.stuck} | {r.unclean} | {r.damaged} | {r.repaired} |\n" for r in rows)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "chaos", help="fault campaigns against real durable runs: count duplicated effects, lost steps, stuck runs",
+        description="Run bounded campaigns of real agentfsm processes under faults (a second resumer, SIGKILL, "
+                    "SIGSTOP past the lease, a full disk, journal bit flips, a repair then a resume, a mistyped "
+                    "run id; with --pg, two resumers deciding rerun on PostgreSQL, workers SIGKILLed and frozen, "
+                    "tools outliving the lease asleep or keeping the GIL and, with --pg-dir, the PostgreSQL server "
+                    "SIGKILLed and restarted), finish every run as a user would, and print a table of runs, "
+                    "duplicated effects (beyond the reruns the user allowed), lost steps, stuck runs, unclean "
+                    "errors and damage reported or repaired. Exit 0 when no effect was duplicated, no step lost, "
+                    "no run stuck and no error unclean; 1 otherwise; 2 on bad input.")
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS + PG_SCENARIOS + WORKER_SCENARIOS,
+                        default=[], help="a scenario to run (repeatable; default: the SQLite ones, and the "
+                                         "PostgreSQL and worker ones with --pg)")
+    parser.add_argument("--trials", type=int, default=5, metavar="N", help="trials per scenario (default 5)")
+    parser.add_argument("--seed", type=int, default=None, metavar="N", help="random seed (default: random, printed)")
+    parser.add_argument("--pg", metavar="URL", help="a PostgreSQL server for the worker scenarios")
+    parser.add_argument("--pg-dir", metavar="DIR", help="the scripts/postgres.sh cluster folder behind --pg "
+                                                        "(AGENTFSM_PG_DIR), for server-kill")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--verbose", action="store_true", help="a line per trial on stderr")
+    parser.set_defaults(func=run_chaos)
+
+
+def run_chaos(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        raise BadInput("--trials must be 1 or more")
+    if args.pg_dir and not args.pg:
+        raise BadInput("--pg-dir goes with --pg")
+    scenarios = args.scenario or [*SCENARIOS, *(PG_SCENARIOS + WORKER_SCENARIOS if args.pg else ())]
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rows = campaign(scenarios, args.trials, seed, args.pg, Path(args.pg_dir) if args.pg_dir else None,
+                    log=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None))
+    ok = all(r.ok for r in rows)
+    if args.json:
+        print(json.dumps(json_envelope("chaos", {"ok": ok, "seed": seed, "rows": [asdict(r) for r in rows]}), indent=2))
+    else:
+        print(f"chaos campaign, seed {seed}")
+        print(table_text(rows), end="")
+        for row in rows:
+            for note in row.notes:
+                print(f"  {row.scenario}: {note}")
+        print("ok" if ok else "FAILED")
+    return EXIT_OK if ok else EXIT_FAILED

@@ -1,0 +1,506 @@
+"""Running vectors against an implementation and judging what it reports.
+
+Each vector starts with a reset. A step passes when the implementation reports the
+expected ``accepted``, ``state`` and ``actions`` (in order), and the expected value for
+every variable it chooses to report. The first step that differs ends the vector. A
+transport failure (crash, hang, garbage) fails the vector with the adapter's stderr and
+the next vector gets a fresh process; several such failures in a row end the run, so a
+broken adapter costs a few timeouts, not one per vector.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from agentfsm.spec.expr import Value
+from agentfsm.spec.model import Table
+from agentfsm.verify.conformance.harness import (
+    AdapterDidNotStart,
+    AdapterFailure,
+    Message,
+    Observation,
+    Session,
+    Transport,
+    Unsupported,
+    encode,
+)
+from agentfsm.verify.conformance.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
+from agentfsm.verify.junit import Case, Suite
+
+Status = Literal["pass", "fail", "not-implemented", "not-run"]
+STRAY_WAIT = 0.05
+STRAY_CHECKS = 5
+WINDOW = 512   # requests sent and not yet answered, at most
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One step as run: ``actual`` is what came back (None if nothing usable did)."""
+
+    number: int
+    event: str
+    params: Mapping[str, Any]
+    expect: Expect | Refused
+    actual: Observation | None
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class VectorResult:
+    """A vector as run: ``agreed`` steps matched; ``steps`` are reported only up to a failure."""
+
+    vector: Vector
+    status: Status
+    steps: list[StepReport] = field(default_factory=list)
+    message: str = ""
+    failure: str = ""
+    seconds: float = 0.0
+    agreed: int = 0
+
+    @property
+    def failed_step(self) -> int | None:
+        """The 1-based step that failed (0: the reset), or None."""
+        if self.status == "pass":
+            return None
+        return self.steps[-1].number if self.steps else 0
+
+
+@dataclass
+class Report:
+    """The results; after an early stop, ``unlisted`` more vectors were not run (nor made, when made lazily)."""
+
+    machine: str
+    results: list[VectorResult]
+    seconds: float
+    stopped: str = ""
+    unlisted: int = 0
+
+    def count(self, status: Status) -> int:
+        return sum(1 for r in self.results if r.status == status) + (self.unlisted if status == "not-run" else 0)
+
+    @property
+    def total(self) -> int:
+        return len(self.results) + self.unlisted
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status == "pass" for r in self.results) and not self.stopped
+
+    def shortest_failure(self) -> VectorResult | None:
+        failing = [r for r in self.results if r.status == "fail"]
+        return min(failing, key=lambda r: (len(r.vector.steps), r.vector.id), default=None)
+
+
+def compare(expect: Expect, actual: Observation) -> tuple[str, ...]:
+    """Every way an event's reply differs from the expectation."""
+    problems = []
+    if actual.accepted != expect.accepted:
+        problems.append(f"accepted: expected {_json(expect.accepted)}, got {_json(actual.accepted)}")
+    problems.extend(_compare_config(expect.state, expect.vars, actual))
+    if actual.actions != expect.actions:
+        problems.append(f"actions: expected {list(expect.actions)}, got {list(actual.actions)}")
+    return tuple(problems)
+
+
+def _compare_config(state: str, values: Mapping[str, Value], actual: Observation) -> list[str]:
+    problems = []
+    if actual.state != state:
+        problems.append(f"state: expected {state}, got {actual.state}")
+    for name, value in sorted((actual.vars or {}).items()):
+        if name not in values:
+            problems.append(f"vars: reports {name!r}, which the table does not declare")
+        elif value != values[name] or isinstance(value, bool) != isinstance(values[name], bool):
+            problems.append(f"vars.{name}: expected {_json(values[name])}, got {_json(value)}")
+    return problems
+
+
+def _json(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+class Runner:
+    """Runs vectors over transports made by ``connect``, replacing a broken one.
+
+    Requests are pipelined: each vector's requests go out at once (a reset, then every
+    event), and the next vectors' follow while up to ``WINDOW`` requests are unanswered;
+    replies are read back and checked in order, so the implementation never waits for
+    the harness. After the first step that differs the vector's remaining replies are
+    still read (so the next vector starts in step with the adapter) but not judged. A
+    crash, hang or garbled reply fails the vector, naming its step and event; the adapter
+    is killed, and a fresh one gets the vectors that were in flight and the rest.
+    """
+
+    def __init__(self, table: Table, connect: Callable[[], Transport], must_start: bool = False) -> None:
+        """``must_start``: an adapter that cannot start or exits before answering the run's first
+        reset raises AdapterDidNotStart at once instead of failing every vector (``conform``)."""
+        self.table = table
+        self.connect = connect
+        self.must_start = must_start
+        self.started = False   # some adapter has answered a reset
+        self.session: Session | None = None
+        self.stray_checks = STRAY_CHECKS
+        self.awaiting = 0   # the reply being read: 0 the reset's, N step N's
+        self.requests = Requests(table)
+        self.initial = (table.initial.name, table.vars_dict(table.initial_vars()))
+
+    def run(self, vectors: Iterable[Vector], stop_at_first_failure: bool = False,
+            progress: Callable[[int], None] | None = None, max_failures: int | None = None) -> Report:
+        """Run every vector; stop early only at the first failure or after ``max_failures`` that did not pass."""
+        if stop_at_first_failure:
+            max_failures = 1
+        start = time.monotonic()
+        results: list[VectorResult] = []
+        failures, stopped, held = 0, "", None
+        pending = iter(vectors)
+        inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
+        queued, sent, unlisted = 0, 0, 0
+        try:
+            while True:
+                while held is None and queued < WINDOW and (vector := next(pending, None)) is not None:
+                    inflight.append((vector, self._send(vector)))
+                    queued += len(vector.steps) + 1
+                    sent += 1
+                if not inflight:
+                    break
+                vector, failure = inflight.popleft()
+                queued -= len(vector.steps) + 1
+                result = self._read(vector, failure)
+                results.append(result)
+                if self.session is None and inflight:
+                    # The adapter was replaced: the vectors it had been sent go to the new one.
+                    inflight = deque((v, self._send(v)) for v, _ in inflight)
+                if result.status == "fail" and not result.failure and self.stray_checks > 0:
+                    held = result   # send nothing more until the stray check after it
+                if held is not None and not inflight:
+                    self._check_in_step(held)
+                    held = None
+                failures += result.status != "pass"
+                if progress is not None:
+                    progress(len(results))
+                if max_failures is not None and failures >= max_failures:
+                    stopped = ("stopped at the first failure" if max_failures == 1
+                               else f"stopped after {failures} vectors did not pass")
+                    results.extend(VectorResult(v, "not-run") for v, _ in inflight)
+                    if isinstance(vectors, list):
+                        results.extend(VectorResult(v, "not-run") for v in pending)
+                    elif isinstance(vectors, Sized):
+                        unlisted = len(vectors) - sent
+                    else:
+                        unlisted = sum(1 for _ in pending)
+                    break
+            if not stopped and results and self.session is not None:
+                self._check_quiet(results[-1])
+        finally:
+            self.close()
+        return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
+
+    def first_failure(self, vectors: Iterable[Vector]) -> VectorResult | None:
+        """The first vector that does not pass, or None; cheaper than ``run`` for a verdict alone."""
+        try:
+            return next((r for r in map(self.run_vector, vectors) if r.status != "pass"), None)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            session.close()
+
+    def run_vector(self, vector: Vector) -> VectorResult:
+        """One vector on its own: sent, read, and checked for output nobody asked for."""
+        result = self._read(vector, self._send(vector))
+        if result.status == "fail" and not result.failure and self.stray_checks > 0:
+            self._check_in_step(result)
+        elif self.session is not None:
+            self._check_quiet(result)
+        return result
+
+    def _send(self, vector: Vector) -> AdapterFailure | None:
+        """Send a vector's requests (starting an adapter if there is none); the failure to, if any."""
+        try:
+            if self.session is None:
+                self.session = Session(self.connect())
+            messages, lines = self.requests.of(vector)
+            self.session.transport.send(messages, lines)
+        except AdapterFailure as exc:
+            self.close()
+            return exc
+        return None
+
+    def _read(self, vector: Vector, failure: AdapterFailure | None) -> VectorResult:
+        start = time.monotonic()
+        result = VectorResult(vector, "pass")
+        self.awaiting = 0
+        try:
+            if failure is not None:
+                raise failure
+            assert self.session is not None
+            self._read_steps(self.session, vector, result)
+        except AdapterFailure as exc:
+            self._adapter_failed(result, exc)
+        result.seconds = time.monotonic() - start
+        return result
+
+    def _adapter_failed(self, result: VectorResult, exc: AdapterFailure) -> None:
+        if self.must_start and not self.started and exc.kind in ("start", "exited"):
+            self.close()
+            raise AdapterDidNotStart(exc)
+        vector = result.vector
+        where = _where(vector, self.awaiting)
+        if result.status == "pass" and 0 < self.awaiting <= len(vector.steps):
+            result.steps = [StepReport(n, s.event, s.params, s.expect, None)
+                            for n, s in enumerate(vector.steps[:self.awaiting], 1)]
+            result.steps[-1] = replace(result.steps[-1], problems=(f"{exc.kind}: {exc.message}",))
+        if result.status != "fail":
+            result.status, result.message = "fail", f"{where}: {exc.kind}: {exc.message}"
+        result.failure = f"{where}: {exc.describe()}"
+        self.close()
+
+    def _read_steps(self, session: Session, vector: Vector, result: VectorResult) -> None:
+        reply = session.next_reply("reset")
+        self.started = True
+        left = len(vector.steps)
+        if isinstance(reply, Unsupported):
+            result.status, result.message = "not-implemented", f"reset: {reply.error}"
+        elif problems := _compare_config(*self.initial, reply):
+            result.status, result.message = "fail", "reset: " + "; ".join(problems)
+        else:
+            expected_replies = self.requests.expected
+            for number, expected in enumerate(vector.steps, start=1):
+                left -= 1
+                self.awaiting = number
+                answer = session.transport.receive()
+                if _as_expected(answer, expected_replies[id(expected)]):
+                    result.agreed = number
+                elif self._judge(number, expected, session.observe(answer, "event"), result):
+                    break
+        for _ in range(left):
+            # Replies to requests already sent: read, so that the next vector starts in step.
+            self.awaiting += 1
+            session.transport.receive()
+
+    def _check_quiet(self, result: VectorResult) -> None:
+        """With nothing in flight, output waiting to be read is a reply nobody asked for."""
+        assert self.session is not None
+        stray = self.session.transport.stray(0.0)
+        if stray is not None:
+            self.awaiting = len(result.vector.steps) + 1
+            self._adapter_failed(result, AdapterFailure(
+                "protocol", f"unsolicited output after the last reply (replies out of order?): {stray}"))
+
+    @staticmethod
+    def _judge(number: int, expected: Step, actual: Observation | Unsupported, result: VectorResult) -> bool:
+        """Judge one step; True when it ends the vector (its report and those before it are then recorded)."""
+        expect = expected.expect
+        status: Status = "fail"
+        found: tuple[str, ...]
+        if isinstance(expect, Refused):
+            if isinstance(actual, Unsupported):
+                result.agreed = number
+                return False
+            found = (f"expected {{\"ok\": false}} for an invalid request, got "
+                     f"{format_observed(actual.accepted, actual.state, actual.actions, actual.vars)}",)
+        elif isinstance(actual, Unsupported):
+            status, found = "not-implemented", (f"not implemented: {actual.error}",)
+        else:
+            found = compare(expect, actual)
+            if not found:
+                result.agreed = number
+                return False
+        steps = result.vector.steps
+        result.steps = [StepReport(n, s.event, s.params, s.expect, None) for n, s in enumerate(steps[:number - 1], 1)]
+        result.steps.append(StepReport(number, expected.event, expected.params, expect,
+                                       None if isinstance(actual, Unsupported) else actual, found))
+        result.status = status
+        why = actual.error if isinstance(actual, Unsupported) else "; ".join(found)
+        result.message = f"step {number} ({expected.event}): {why}"
+        return True
+
+    def _check_in_step(self, result: VectorResult) -> None:
+        """After a wrong reply, and nothing else in flight, make sure it was not an earlier reply arriving late.
+
+        The wait costs time, so only the first few wrong replies of a run get it: an
+        adapter that answers out of order does so from the start.
+        """
+        if self.session is None:
+            return
+        self.stray_checks -= 1
+        stray = self.session.transport.stray(STRAY_WAIT)
+        if stray is not None:
+            self.awaiting = len(result.vector.steps) + 1
+            self._adapter_failed(result, AdapterFailure(
+                "protocol", f"unsolicited output after the reply to step {result.agreed + 1} "
+                            f"(replies out of order?): {stray}"))
+
+
+class Requests:
+    """Each step's request as a message and as its encoded line, and the reply that passes it at a glance.
+
+    Made once per step object (the extension vectors share theirs), so a long run does not
+    encode the same request or build the same expectation again and again.
+    """
+
+    def __init__(self, table: Table) -> None:
+        self.reset: Message = {"op": "reset", "machine": table.machine}
+        self.reset_line = encode(self.reset)
+        self.known: dict[int, tuple[Step, Message, bytes]] = {}
+        self.expected: dict[int, tuple[Message, Message] | None] = {}
+
+    def of(self, vector: Vector) -> tuple[list[Message], list[bytes]]:
+        messages, lines = [self.reset], [self.reset_line]
+        for s in vector.steps:
+            found = self.known.get(id(s))
+            if found is None or found[0] is not s:
+                message: Message = {"op": "event", "event": s.event, "params": dict(s.params)}
+                found = self.known[id(s)] = (s, message, encode(message))
+                self.expected[id(s)] = _canonical(s.expect)
+            messages.append(found[1])
+            lines.append(found[2])
+        return messages, lines
+
+
+def _canonical(expect: Expect | Refused) -> tuple[Message, Message] | None:
+    """The exact replies (with vars, without) that pass a step; None for a refusal."""
+    if isinstance(expect, Refused):
+        return None
+    bare = {"ok": True, "accepted": expect.accepted, "state": expect.state, "actions": list(expect.actions)}
+    return {**bare, "vars": dict(expect.vars)}, bare
+
+
+def _as_expected(reply: Message, canonical: tuple[Message, Message] | None) -> bool:
+    """Whether a reply is exactly one that passes (the common case, checked at C speed); else judge it in full."""
+    if canonical is None:
+        return reply.get("ok") is False
+    full, bare = canonical
+    if reply == bare:
+        return True
+    if reply != full:
+        return False
+    # == takes true for 1: the types must match too.
+    values, expected = reply["vars"], full["vars"]
+    return all(type(values[name]) is type(value) for name, value in expected.items())
+
+
+def _where(vector: Vector, awaiting: int) -> str:
+    """Which request an adapter failure interrupted: the reset, or step N with its event."""
+    if awaiting == 0:
+        return "reset"
+    if not 0 < awaiting <= len(vector.steps):
+        return f"after step {len(vector.steps)}"
+    s = vector.steps[awaiting - 1]
+    return f"step {awaiting} ({s.event}{format_params(s.params)})"
+
+
+def row_coverage(table: Table, results: Sequence[VectorResult]) -> dict[str, int]:
+    """How often each row fired in the steps the implementation got right (for the diagram overlay)."""
+    counts: Counter[int] = Counter()
+    for result in results:
+        agreed = sum(not isinstance(s.expect, Refused) for s in result.vector.steps[:result.agreed])
+        labels = vector_labels(table, result.vector)[:agreed]
+        for _, rows in expected_run(table, labels):
+            counts.update(row.index for row in rows)
+    return {str(row.index): counts[row.index] for row in table.rows}
+
+
+def format_params(params: Mapping[str, Any]) -> str:
+    if not params:
+        return ""
+    return "(" + ", ".join(f"{k}={_json(v) if isinstance(v, int) or v is None else json.dumps(v)}"
+                           for k, v in params.items()) + ")"
+
+
+def format_observed(accepted: bool | None, state: str, actions: Sequence[str],
+                    values: Mapping[str, Value] | None) -> str:
+    text = f"{'accepted' if accepted else 'rejected'} -> {state} [{', '.join(actions)}]"
+    if values is not None:
+        text += " {" + ", ".join(f"{k}={_json(v)}" for k, v in values.items()) + "}"
+    return text
+
+
+def format_trace(result: VectorResult) -> str:
+    """The vector step by step, with expected and actual outcomes, ending at the failure."""
+    vector = result.vector
+    lines = [f"{vector.id}  ({len(vector.steps)} steps; covers {', '.join(vector.covers) or '-'})"]
+    for report in result.steps:
+        e = report.expect
+        mark = "  " if not report.problems else "✗ "
+        lines.append(f"  {mark}{report.number:>3}. {report.event}{format_params(report.params)}")
+        if isinstance(e, Refused):
+            lines.append('         expected {"ok": false} (an invalid request; the configuration unchanged)')
+        else:
+            lines.append(f"         expected {format_observed(e.accepted, e.state, e.actions, e.vars)}")
+        if report.actual is not None and report.problems:
+            a = report.actual
+            lines.append(f"         actual   {format_observed(a.accepted, a.state, a.actions, a.vars)}")
+        lines.extend(f"         {problem}" for problem in report.problems)
+    if result.failure:
+        lines.extend("  " + line for line in result.failure.splitlines())
+    elif result.message and (not result.steps or not result.steps[-1].problems):
+        lines.append("  " + result.message)
+    return "\n".join(lines)
+
+
+def format_report(report: Report, listed: int = 20) -> str:
+    passed, failed = report.count("pass"), report.count("fail")
+    unimpl, not_run = report.count("not-implemented"), report.count("not-run")
+    lines = []
+    shortest = report.shortest_failure()
+    if shortest is not None:
+        lines.append("shortest failing vector:")
+        lines.append(format_trace(shortest))
+        lines.append("")
+    bad = [r for r in report.results if r.status in ("fail", "not-implemented")]
+    if bad:
+        lines.append(f"{len(bad)} vectors did not pass" + (f" (first {listed}):" if len(bad) > listed else ":"))
+        lines.extend(f"  {r.status:<15} {r.vector.id}: {r.message.splitlines()[0] if r.message else ''}"
+                     for r in bad[:listed])
+        lines.append("")
+    if report.stopped:
+        lines.append(f"{report.stopped}; {not_run} vectors not run")
+    summary = (f"conform {report.machine}: {report.total} vectors: {passed} passed, {failed} failed, "
+               f"{unimpl} not implemented")
+    if not_run:
+        summary += f", {not_run} not run"
+    lines.append(f"{summary} ({report.seconds:.2f} s)")
+    return "\n".join(lines)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """``conform --json``: the counts, the shortest failing vector with its readable trace, and
+    every vector that did not pass (passing ones only counted)."""
+    def brief(result: VectorResult) -> dict[str, Any]:
+        return {"id": result.vector.id, "status": result.status, "failed_step": result.failed_step,
+                "message": result.message, "covers": list(result.vector.covers)}
+    shortest = report.shortest_failure()
+    return {"format": 1, "command": "conform", "machine": report.machine, "ok": report.ok,
+            "stopped": report.stopped or None, "seconds": round(report.seconds, 3), "vectors": report.total,
+            "counts": {status: report.count(status) for status in ("pass", "fail", "not-implemented", "not-run")},
+            "shortest_failure": None if shortest is None else {**brief(shortest), "trace": format_trace(shortest)},
+            "not_passed": [brief(r) for r in report.results if r.status != "pass"]}
+
+
+def junit_suite(report: Report) -> Suite:
+    """One testcase per vector; not-implemented and not-run vectors are ``skipped``. Vectors an
+    early stop left unmade (made lazily, so only counted) are one more skipped case that says
+    how many, so the report's skipped count is every vector that did not run."""
+    cases = []
+    for result in report.results:
+        if result.status == "fail":
+            case = Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
+                        seconds=result.seconds)
+        elif result.status != "pass":
+            case = Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
+        else:
+            case = Case(result.vector.id, seconds=result.seconds)
+        cases.append(case)
+    if report.unlisted:
+        cases.append(Case(f"({report.unlisted} more vectors)", "skipped",
+                          f"not-run: {report.stopped}; {report.unlisted} more vectors were not run"))
+    return Suite(report.machine, tuple(cases), report.seconds)

@@ -1,0 +1,124 @@
+"""Distinguishing suffixes for implementations with more states than the table (``--extra-states K``).
+
+The ``suffixes`` set checks every (configuration, event) pair with the identification
+set of the configuration the event leads to. As in the W and Wp methods, that proves
+conformance only of an implementation with no more distinguishable states than the
+table has configurations: a fault that needs some history the table does not model (a
+flag set by one event and read three events later) sits in a state the table lacks,
+and a suffix reaches it only by chance. The Wp method for an implementation with up to
+K extra states puts every event sequence of length at most K between the pair and the
+suffixes. The number of vectors grows with (events)^K, so they are counted first and
+made one at a time, each step's expectation taken from the look-alike universe (no
+replay of the semantics per vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from agentfsm.spec.model import Table
+from agentfsm.spec.semantics import step
+from agentfsm.verify.conformance.distinguish import Universe
+from agentfsm.verify.conformance.vectorfile import Expect, Step, Vector, describe_config, describe_label, expected_run
+from agentfsm.verify.table.explore import Exploration
+
+
+@dataclass
+class ExtraStates:
+    """The extension vectors of every (reachable configuration, event) pair, for K extra states."""
+
+    table: Table
+    ex: Exploration
+    u: Universe
+    k: int
+    steps: dict[tuple[int, int], Step] = field(default_factory=dict)
+    orders: dict[int, list[int]] = field(default_factory=dict)
+
+    def _ends(self, c: int, front: int) -> int:
+        """Vectors whose front sequence ends at ``c`` after ``front`` events: one per identification sequence."""
+        return len(self.u.identification(c)) or (1 if front == self.k else 0)
+
+    def count(self) -> int:
+        """The number of vectors ``vectors`` yields, computed without making them."""
+        memo: dict[tuple[int, int], int] = {}
+
+        def through(c: int, front: int) -> int:
+            key = (c, front)
+            if key not in memo:
+                total = self._ends(c, front)
+                if front < self.k:
+                    total += sum(through(n, front + 1) for n in self.u.successors[c] if n >= 0)
+                memo[key] = total
+            return memo[key]
+
+        total = 0
+        for i in range(self.ex.count):
+            for n in self.u.successors[self.u.index[self.ex.config(i)]]:
+                if n >= 0:
+                    total += sum(through(m, 1) for m in self.u.successors[n] if m >= 0)
+        return total
+
+    def _step(self, c: int, j: int) -> Step:
+        found = self.steps.get((c, j))
+        if found is None:
+            (state, values), (name, params) = self.u.configs[c], self.u.labels[j]
+            result = step(self.table, state, values, name, params)
+            expect = Expect(result.accepted, self.table.states[result.state].name, result.actions,
+                            self.table.vars_dict(result.vars))
+            found = self.steps[(c, j)] = Step(name, self.table.event(name).param_dict(params), expect)
+        return found
+
+    def _accepted_first(self, c: int) -> list[int]:
+        """The labels with a successor from ``c``, those it accepts first (each group in table order)."""
+        found = self.orders.get(c)
+        if found is None:
+            valid = [j for j, n in enumerate(self.u.successors[c]) if n >= 0]
+            found = self.orders[c] = sorted(valid, key=lambda j: not self._accepts(c, j))
+        return found
+
+    def _accepts(self, c: int, j: int) -> bool:
+        expect = self._step(c, j).expect
+        return isinstance(expect, Expect) and expect.accepted
+
+    def vectors(self, first: int, pad: int) -> Iterator[Vector]:
+        """Pair, then 1..K events in front, then each identification sequence of where they lead.
+
+        The order only matters for a run that stops early (``--max-failures``): the pairs
+        whose event is accepted come first, then the rejected ones, and in front the
+        accepted events before the rejected ones, so faults in what the table does show
+        before faults in what it refuses.
+        """
+        table, u, labels = self.table, self.u, self.u.labels
+        number = first
+        ats = [u.index[self.ex.config(i)] for i in range(self.ex.count)]
+        pairs = [(i, j) for i in range(self.ex.count) for j in self._accepted_first(ats[i])]
+        pairs.sort(key=lambda pair: not self._accepts(ats[pair[0]], pair[1]))
+        prefixes: dict[int, tuple[Step, ...]] = {}
+        for i, j in pairs:
+            config, at, label = self.ex.config(i), ats[i], labels[j]
+            if i not in prefixes:
+                prefixes[i] = tuple(s for s, _ in expected_run(table, self.ex.path(i)))
+            where = describe_config(table, *config)
+            head = (*prefixes[i], self._step(at, j))
+            stack: list[tuple[int, tuple[Step, ...], tuple[int, ...]]] = [(u.successors[at][j], head, ())]
+            while stack:
+                c, steps, front = stack.pop()
+                if front:
+                    tag = (f"suffix:{where}/{describe_label(table, label)}+"
+                           + ",".join(describe_label(table, labels[x]) for x in front))
+                    suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
+                    for k, suffix in enumerate(suffixes, start=1):
+                        yield Vector(f"{table.machine}/suffix-{number:0{pad}d}", table.machine,
+                                     (f"{tag}#{k}",), steps + self._run(c, suffix))
+                        number += 1
+                if len(front) < self.k:
+                    for x in reversed(self._accepted_first(c)):
+                        stack.append((u.successors[c][x], (*steps, self._step(c, x)), (*front, x)))
+
+    def _run(self, c: int, suffix: tuple[int, ...]) -> tuple[Step, ...]:
+        out = []
+        for j in suffix:
+            out.append(self._step(c, j))
+            c = self.u.successors[c][j]
+        return tuple(out)

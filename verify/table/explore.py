@@ -1,0 +1,619 @@
+"""Breadth-first exploration of every reachable configuration of a table.
+
+A configuration ``(state, vars)`` is packed into one integer of bit fields (the state in
+the lowest bits, then each variable's offset from its lower bound), so the visited set
+is a dict of ints and the graph is a pair of flat arrays in CSR form: analyses over the
+whole space stay linear and compact.
+
+Successors come from ``agentfsm.spec.semantics.step`` itself, memoised per (state,
+label) on the variables the step can read: the guards and update expressions of the
+event's candidate rows and of every eventless row reachable through transient states.
+Configurations that agree on those fields get the same outcome: the same target state
+and the same new values for the variables the fired rows write, every other field
+unchanged. So an outcome is two masks and the successor is ``(code & keep) | add``:
+the hot loop is a mask, two dict lookups and two bit operations.
+
+When a (state, label) reads a variable with a large domain, the memo would miss on
+every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
+the compiled guards and updates directly; anything but the plain case (exactly one
+enabled row, a stable target, values in range, no emitted arguments to range-check)
+still goes through ``step``. The differential tests hold both paths to ``step`` on
+random tables.
+
+While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
+they go a batch at a time through numpy array operations (``explore_levels``), with the
+same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
+then goes on with the batches' visited set and typed arrays. A narrow, deep space never
+leaves the scalar loop and its lists.
+
+Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
+event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
+edges, which the checks disregard, as an ignored event is no progress). A rejected event leaves the
+configuration unchanged and is no transition, and final states accept nothing, so
+neither produces an edge; both are counted in the unhandled report instead (final
+states are not: accepting nothing is what they are for). A step that breaks the table's
+rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from array import array
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
+from agentfsm.spec.model import Row, Table
+from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.verify.kernel.compiled import compile_packed
+from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex
+from agentfsm.verify.table import batched
+from agentfsm.verify.table.batched import NO_EDGE, STUTTER
+
+Label = tuple[str, tuple[Value, ...]]
+PROGRESS_EVERY = 1 << 15
+CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
+LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
+LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
+MEMO_LIMIT = 4096
+# Where an exploration stops unless told otherwise, so that a huge bound ends with a message
+# rather than a machine out of memory (docs/verifier.md, "Resource limits").
+DEFAULT_MAX_CONFIGURATIONS = 5_000_000
+DEFAULT_NOTE = "the default limit; raise it with --max-configurations N"
+
+
+@dataclass(frozen=True)
+class StepError:
+    """A step that broke the table's rules: ``config`` and ``label`` are indices."""
+
+    config: int
+    label: int
+    kind: str
+    message: str
+    rows: tuple[int, ...]
+
+
+class ExplorationLimit(Exception):
+    """The exploration stopped early: past ``--max-configurations`` or out of memory.
+
+    Carries how far it got (configurations found, transitions, breadth-first depth) so
+    that the command can say what was explored and how to narrow the bounds."""
+
+    def __init__(self, reason: str, configurations: int, transitions: int, depth: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.configurations = configurations
+        self.transitions = transitions
+        self.depth = depth
+
+
+class Packing:
+    """Bit-field packing of configurations: the state, then each variable."""
+
+    def __init__(self, table: Table) -> None:
+        self.nstates = len(table.states)
+        self.state_bits = max(1, (self.nstates - 1).bit_length())
+        self.state_mask = (1 << self.state_bits) - 1
+        self.los = [0 if v.type == "bool" else v.lo for v in table.variables]
+        self.sizes = [v.size for v in table.variables]
+        self.bools = [v.type == "bool" for v in table.variables]
+        shifts, masks, at = [], [], self.state_bits
+        for size in self.sizes:
+            bits = (size - 1).bit_length()
+            shifts.append(at)
+            masks.append((1 << bits) - 1)
+            at += bits
+        self.shifts = shifts
+        self.masks = masks
+        self.all = (1 << at) - 1
+
+    def pack(self, state: int, values: tuple[Value, ...]) -> int:
+        code = state
+        for value, lo, shift in zip(values, self.los, self.shifts, strict=True):
+            code |= (int(value) - lo) << shift
+        return code
+
+    def unpack(self, code: int) -> tuple[int, tuple[Value, ...]]:
+        return code & self.state_mask, self.decode(code)
+
+    def decode(self, code: int) -> tuple[Value, ...]:
+        return tuple((code >> shift) & 1 == 1 if is_bool else ((code >> shift) & mask) + lo
+                     for shift, mask, lo, is_bool in zip(self.shifts, self.masks, self.los, self.bools, strict=True))
+
+    def field(self, slot: int) -> int:
+        return self.masks[slot] << self.shifts[slot]
+
+    def in_range(self, values: tuple[Value, ...]) -> bool:
+        return all(0 <= int(v) - lo < size for v, lo, size in zip(values, self.los, self.sizes, strict=True))
+
+
+MAX_LABELS = 1 << 20
+
+
+def labels_of(table: Table) -> list[Label]:
+    """Every (event, parameter values) combination, events in table order, values ascending.
+
+    Parameter values are enumerated (each is an event the verifier delivers), so a range
+    too wide to enumerate stops with ``ExplorationLimit`` before anything is built."""
+    total = 0
+    for event in table.events:
+        count = 1
+        for p in event.params:
+            count *= p.size
+        total += count
+        if total > MAX_LABELS:
+            raise ExplorationLimit(f"event {event.name} has {count:,} parameter value combinations (the verifier "
+                                   f"delivers each; more than {MAX_LABELS:,} in all)", 0, 0, 0)
+    return [(event.name, values) for event in table.events
+            for values in itertools.product(*(p.domain for p in event.params))]
+
+
+def var_slots(expr: Expr | None) -> set[int]:
+    """Positions (0-based, in ``table.variables``) of the variables an expression reads."""
+    if expr is None or isinstance(expr, Lit | InStates):
+        return set()
+    if isinstance(expr, Ref):
+        return {expr.slot - 1} if expr.kind == "var" else set()
+    if isinstance(expr, Unary):
+        return var_slots(expr.operand)
+    assert isinstance(expr, Binary)
+    return var_slots(expr.left) | var_slots(expr.right)
+
+
+def reads(table: Table, rows: Iterable[Row]) -> set[int]:
+    """Variables a step through ``rows`` may read, following transient targets."""
+    slots: set[int] = set()
+    todo, seen = list(rows), set()
+    while todo:
+        row = todo.pop()
+        if row.index in seen:
+            continue
+        seen.add(row.index)
+        slots |= var_slots(row.guard)
+        for update in row.updates:
+            slots |= var_slots(update.expr)
+        target = table.state_index[row.target]
+        if table.states[target].transient:
+            todo.extend(table.eventless_rows.get(target, ()))
+    return slots
+
+
+@dataclass
+class _Direct:
+    """One candidate row compiled for the direct path."""
+
+    index: int
+    guard: Callable[[int], Any] | None
+    keep: int
+    add: int
+    stable: bool
+    updates: tuple[tuple[int, int, int, Callable[[int], Any]], ...]   # (shift, lo, hi, fn of the code)
+    emits_args: bool   # emitted arguments must be range-checked: left to ``step``
+
+
+@dataclass
+class _Plan:
+    """What to do for one (state, label) that has candidate rows."""
+
+    label: int
+    params: tuple[Value, ...]
+    rmask: int
+    rows: tuple[_Direct, ...]
+    memo: dict[int, tuple[int, int]] = field(default_factory=dict)   # key -> (keep, add); add = ~outcome: no edge
+    outcomes: dict[int, int] = field(default_factory=dict)   # key -> outcome, kept when the memo is emptied
+    direct_from: int | None = None   # the first configuration evaluated directly
+
+
+class Exploration:
+    """The reachable configuration graph of a table, with parents for shortest paths."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.packing = Packing(table)
+        self.labels: list[Label] = labels_of(table)
+        self.codes: list[int] | npt.NDArray[np.int64] = []   # an array once explored in batches
+        self.index: dict[int, int] = {}   # the visited set of the scalar loop ...
+        self.code_index: CodeIndex | DenseIndex | None = None   # ... or of the batches
+        self.parent = array("q")
+        self.parent_label = array("q")
+        self.offsets = array("q", [0])
+        self.edge_label = array("i")
+        self.edge_target = array("q")
+        self.stutter = array("q")   # indices of the edges that are ignored events, ascending
+        self.reached = (1, 0, 0)   # (configurations, transitions, depth) after the last whole chunk
+        self.errors: list[StepError] = []
+        self.error_count = 0
+        self.row_fires: dict[int, int] = dict.fromkeys((r.index for r in table.rows), 0)
+        self.unhandled: dict[tuple[int, int], int] = {}   # (state, label) -> configurations
+        self._seen_errors: set[tuple[str, tuple[int, ...]]] = set()
+        # Memoised step outcomes, by id. Outcome 0 is "nothing" (the direct path's NO_EDGE is
+        # ~0), outcome 1 "ignored" (the direct path's STUTTER is ~1); neither is tallied.
+        self._outcome_rows: list[tuple[int, ...]] = [(), ()]
+        self._outcome_site: list[tuple[int, int] | None] = [None, None]   # (state, label) when unhandled
+        self._outcome_error: list[SemanticError | None] = [None, None]
+        self._outcome_ignored: list[bool] = [False, True]
+        self._hits: list[int] = [0, 0]
+        self.columns: dict[str, Any] = {}   # numpy views of the codes, filled by ``columns``
+
+    def code_array(self) -> npt.NDArray[Any]:
+        """The codes as a numpy array (int64, or Python ints past 63 bits), made once."""
+        cached = self.columns.get("codes")
+        if cached is None and isinstance(self.codes, np.ndarray):
+            cached = self.codes
+        elif cached is None:
+            cached = np.array(self.codes, dtype=object if self.packing.all >= 1 << 63 else np.int64)
+            self.columns["codes"] = cached
+        return cached
+
+    @property
+    def count(self) -> int:
+        return len(self.codes)
+
+    @property
+    def transitions(self) -> int:
+        return len(self.edge_target)
+
+    def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
+        return self.packing.unpack(int(self.codes[i]))
+
+    def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
+        if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
+            return None
+        if not self.packing.in_range(values):
+            return None
+        code = self.packing.pack(state, values)
+        if self.code_index is not None:
+            found = int(self.code_index.lookup(np.array([code], dtype=np.int64))[0])
+            return found if found >= 0 else None
+        return self.index.get(code)
+
+    def path(self, i: int) -> list[Label]:
+        """A shortest event sequence from the initial configuration to configuration ``i``."""
+        labels: list[Label] = []
+        while i > 0:
+            labels.append(self.labels[self.parent_label[i]])
+            i = self.parent[i]
+        labels.reverse()
+        return labels
+
+    def edges(self, i: int) -> Iterator[tuple[int, int]]:
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return zip(self.edge_label[lo:hi], self.edge_target[lo:hi], strict=True)
+
+    def record_error(self, i: int, label: int, err: SemanticError) -> None:
+        """Keep the first (in breadth-first order, so shallowest) error per kind and rows."""
+        self.error_count += 1
+        rows = tuple(r.index for r in err.rows)
+        if (err.kind, rows) not in self._seen_errors:
+            self._seen_errors.add((err.kind, rows))
+            self.errors.append(StepError(i, label, err.kind, err.message, rows))
+
+    def _outcome(self, result: StepResult | SemanticError, state: int, label: int) -> int:
+        error = result if isinstance(result, SemanticError) else None
+        rows = tuple(r.index for r in result.rows) if not isinstance(result, SemanticError) else ()
+        unhandled = not isinstance(result, SemanticError) and result.status in ("rejected", "ignored")
+        self._outcome_error.append(error)
+        self._outcome_rows.append(rows)
+        self._outcome_site.append((state, label) if unhandled else None)
+        self._outcome_ignored.append(not isinstance(result, SemanticError) and result.status == "ignored")
+        self._hits.append(0)
+        return len(self._hits) - 1
+
+
+def explore(table: Table, progress: Callable[[int], None] | None = None,
+            max_configurations: int | None = None) -> Exploration:
+    """Explore breadth-first from the initial configuration; see the module docstring.
+
+    Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (by default
+    ``DEFAULT_MAX_CONFIGURATIONS``; checked between chunks or batches, so the count may
+    overshoot by one's successors) or when memory runs out; the partial graph is dropped
+    before raising, so the caller has room to report."""
+    ex = Exploration(table)
+    try:
+        _run(ex, progress, max_configurations)
+    except ExplorationLimit:
+        ex.codes, ex.index, ex.code_index = [], {}, None
+        raise
+    except MemoryError:
+        ex.codes, ex.index, ex.code_index = [], {}, None
+        raise ExplorationLimit("out of memory", *ex.reached) from None
+    return ex
+
+
+def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """The scalar loop, and past ``LEVEL_MIN`` waiting configurations the batches, back to
+    the scalar loop when fewer than ``LEVEL_LOW`` wait (a wide space's narrow tail)."""
+    table = ex.table
+    packing = ex.packing
+    plans, unhandled_labels = _plans(table, ex.labels, packing)
+    entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
+    ignore = table.unhandled.policy == "ignore"
+    codes: list[int] = []
+    ex.codes, index = codes, ex.index
+    built: list[MutableSequence[int]] = [codes, [-1], [-1], [0], [], [], []]   # as batched.Graph
+    first = packing.pack(table.initial.index, table.initial_vars())
+    codes.append(first)
+    index[first] = 0
+    wide = LEVEL_MIN if LEVEL_MIN is not None and batched.applicable(table, len(ex.labels)) else None
+    reported = 0
+    scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
+    cap = DEFAULT_MAX_CONFIGURATIONS if limit is None else limit
+
+    def report(count: int, transitions: int, last: int, finished: bool) -> None:
+        nonlocal reported
+        if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
+            reported = last + 1
+            _report(ex, count, transitions, last, built[1], progress, limit)
+
+    i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
+    scalar.append((0, i))
+    if i < len(codes):
+        graph = batched.Graph(*(array("i" if k == 4 else "q", part) for k, part in enumerate(built)))
+        for part in built:
+            del part[:]
+        built[:] = [graph.codes, graph.parent, graph.parent_label, graph.offsets, graph.edge_label,
+                    graph.edge_target, graph.stutter]
+        index.clear()   # the batches keep their own visited set, which the scalar loop then shares
+        visited = batched.visited_set(packing, graph)
+        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
+        levels = batched.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
+                                       ex.unhandled, eventless, [s.transient for s in table.states])
+        while i < len(graph.codes):
+            i = batched.run(levels, i, graph, visited, report, LEVEL_LOW)
+            if i < len(graph.codes):
+                start = i
+                i = _scalar(ex, entries, unhandled_labels, ignore, visited, built, i, wide, report)
+                scalar.append((start, i))
+        ex.code_index = visited
+        ex.codes = graph.view("codes")
+    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = (
+        part if isinstance(part, array) else array("i" if k == 3 else "q", part) for k, part in enumerate(built[1:]))
+    _tally(ex, plans, unhandled_labels, scalar)
+
+
+def _scalar(ex: Exploration, entries: list[list[tuple[int, int, dict[int, tuple[int, int]], _Plan]]],
+            unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
+            built: list[MutableSequence[int]], i: int, wide: int | None,
+            report: Callable[[int, int, int, bool], None]) -> int:
+    """Explore from configuration ``i`` until nothing is left or (``wide``) that many wait;
+    return where it stopped.
+
+    The loop is the verifier's hot path; it is written for CPython's interpreter: plans
+    unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
+    sees appended items, so it is the breadth-first queue), edges appended to lists (typed
+    arrays once the batches have run) and progress reported between chunks rather than
+    tested per configuration."""
+    codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
+    smask = ex.packing.state_mask
+    outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
+    queue = islice(codes, i, None)   # stops for good once it reaches the end: then nothing is left to explore
+    while True:
+        start = i
+        for code in islice(queue, CHECK_EVERY):
+            state = code & smask
+            for label, rmask, memo, plan in entries[state]:
+                hit = memo.get(code & rmask)
+                if hit is None:
+                    hit = _miss(ex, plan, i, state, code)
+                keep, add = hit
+                if add < 0:
+                    err = outcome_error[~add]
+                    if err is not None:
+                        ex.record_error(i, label, err)
+                    elif outcome_ignored[~add]:
+                        stutter.append(len(edge_target))
+                        edge_label.append(label)
+                        edge_target.append(i)
+                    continue
+                new = (code & keep) | add
+                j = index.get(new)
+                if j is None:
+                    j = index[new] = len(codes)
+                    codes.append(new)
+                    parent.append(i)
+                    parent_label.append(label)
+                edge_label.append(label)
+                edge_target.append(j)
+            if ignore:
+                for label in unhandled_labels[state]:
+                    stutter.append(len(edge_target))
+                    edge_label.append(label)
+                    edge_target.append(i)
+            offsets.append(len(edge_target))
+            i += 1
+        if i == start or (wide is not None and len(codes) - i >= wide):
+            break
+        report(len(codes), len(edge_target), i - 1, i == len(codes))
+    if i == len(codes):
+        report(len(codes), len(edge_target), i - 1, True)
+    return i
+
+
+def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[batched.Group]]:
+    """The plans for the array path, each with ``_slow`` as its fallback."""
+    groups = []
+    for state, state_plans in enumerate(plans):
+        groups.append([batched.Group(
+            plan.label, plan.params, k,
+            tuple(_arm(ex, row, plan.params) for row in ex.table.candidates(state, ex.labels[plan.label][0])),
+            functools.partial(_slow, ex, plan)) for k, plan in enumerate(state_plans)])
+    return groups
+
+
+def _arm(ex: Exploration, row: Row, params: tuple[Value, ...]) -> batched.Arm:
+    """``row`` for the array path, with the masks the scalar path compiles."""
+    direct = _compile_row(ex.table, ex.packing, row, params)
+    return batched.arm(ex.table, ex.packing, row, direct.keep, direct.add, direct.stable)
+
+
+def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],
+            progress: Callable[[int], None] | None, limit: int | None) -> None:
+    """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
+    depth, j = 0, last
+    while j > 0:
+        j, depth = parent[j], depth + 1
+    ex.reached = (count, transitions, depth)
+    if progress is not None:
+        progress(count)
+    if count > (DEFAULT_MAX_CONFIGURATIONS if limit is None else limit):
+        raise ExplorationLimit(_past(limit), *ex.reached)
+
+
+def _past(limit: int | None) -> str:
+    """Why an exploration stopped at ``limit`` (``None``: the default one)."""
+    if limit is None:
+        return f"more than {DEFAULT_MAX_CONFIGURATIONS:,} configurations ({DEFAULT_NOTE})"
+    return f"more than {limit:,} configurations (--max-configurations {limit})"
+
+
+def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[list[_Plan]], list[list[int]]]:
+    """Per state: the labels with candidate rows, and the labels without any."""
+    plans: list[list[_Plan]] = []
+    unhandled: list[list[int]] = []
+    for state in table.states:
+        plan: list[_Plan] = []
+        rest: list[int] = []
+        if not state.final:
+            for k, (event, params) in enumerate(labels):
+                rows = table.candidates(state.index, event)
+                if not rows:
+                    rest.append(k)
+                    continue
+                rmask = 0
+                for slot in reads(table, rows):
+                    rmask |= packing.field(slot)
+                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r, params) for r in rows)))
+        plans.append(plan)
+        unhandled.append(rest)
+    return plans, unhandled
+
+
+def _compile_row(table: Table, packing: Packing, row: Row, params: tuple[Value, ...]) -> _Direct:
+    target = table.state_index[row.target]
+    keep = packing.all & ~packing.state_mask
+    updates = []
+    for update in row.updates:
+        slot = update.slot - 1
+        keep &= ~packing.field(slot)
+        var = table.variables[slot]
+        fn = compile_packed(update.expr, packing, params)
+        updates.append((packing.shifts[slot], packing.los[slot], var.hi if var.type == "int" else 1, fn))
+    guard = None if row.guard is None else compile_packed(row.guard, packing, params)
+    return _Direct(row.index, guard, keep, target, not table.states[target].transient, tuple(updates),
+                   bool(row.emit_args))
+
+
+def _miss(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[int, int]:
+    """A key the memo lacks: compute and memoise its outcome, or, once the memo has grown
+    past ``MEMO_LIMIT`` (and been emptied, so that every key misses), evaluate directly."""
+    if plan.direct_from is not None:
+        return 0, _direct(ex, plan, i, state, code)
+    hit = _compute(ex, plan, state, code)
+    if len(plan.memo) > MEMO_LIMIT:
+        plan.direct_from = i + 1
+        plan.memo.clear()
+    return hit
+
+
+def _compute(ex: Exploration, plan: _Plan, state: int, code: int) -> tuple[int, int]:
+    """Run the reference semantics once for this key and memoise the outcome."""
+    event = ex.labels[plan.label][0]
+    packing = ex.packing
+    result: StepResult | SemanticError
+    try:
+        result = step(ex.table, state, packing.decode(code), event, plan.params)
+    except SemanticError as err:
+        result = err
+    oid = ex._outcome(result, state, plan.label)
+    hit = (0, ~oid)
+    if not isinstance(result, SemanticError) and result.status == "fired":
+        keep = packing.all & ~packing.state_mask
+        for row in result.rows:
+            for update in row.updates:
+                keep &= ~packing.field(update.slot - 1)
+        hit = (keep, packing.pack(result.state, result.vars) & ~keep)
+    plan.memo[code & plan.rmask] = hit
+    plan.outcomes[code & plan.rmask] = oid
+    return hit
+
+
+def _direct(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
+    """The plain case evaluated from the compiled rows; everything else through ``step``."""
+    chosen: _Direct | None = None
+    for row in plan.rows:
+        if row.guard is None or row.guard(code):
+            if chosen is not None:
+                return _slow(ex, plan, i, state, code)
+            chosen = row
+    if chosen is None or not chosen.stable or chosen.emits_args:
+        return _slow(ex, plan, i, state, code)
+    new = (code & chosen.keep) | chosen.add
+    for shift, lo, hi, fn in chosen.updates:
+        value = fn(code)
+        if value < lo or value > hi:
+            return _slow(ex, plan, i, state, code)
+        new |= (value - lo) << shift
+    ex.row_fires[chosen.index] += 1
+    return new
+
+
+def _slow(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> int:
+    try:
+        result = step(ex.table, state, ex.packing.decode(code), ex.labels[plan.label][0], plan.params)
+    except SemanticError as err:
+        ex.record_error(i, plan.label, err)
+        return NO_EDGE
+    if result.status in ("rejected", "ignored"):
+        site = (state, plan.label)
+        ex.unhandled[site] = ex.unhandled.get(site, 0) + 1
+    if result.status == "ignored":
+        return STUTTER
+    for row in result.rows:
+        ex.row_fires[row.index] += 1
+    return ex.packing.pack(result.state, result.vars) if result.accepted else NO_EDGE
+
+
+def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]],
+           scalar: list[tuple[int, int]]) -> None:
+    """Count how often each memoised outcome was used, after the fact (the hot loop does
+    not count): for each (state, label) plan, the configurations of that state the scalar
+    loop explored (the ``scalar`` ranges: batches count as they go) up to the plan's
+    switch to the direct path, grouped by memo key. Then fold the counts into row fire
+    counts and the unhandled report, and count the labels without rows over every
+    configuration."""
+    codes = ex.code_array()
+    states = codes & ex.packing.state_mask
+    in_state = [np.flatnonzero(states == s) for s in range(ex.packing.nstates)]
+    looped = np.zeros(ex.count, dtype=np.bool_)
+    for a, b in scalar:
+        looped[a:b] = True
+    hits = ex._hits
+    for state, state_plans in enumerate(plans):
+        for plan in state_plans:
+            which = in_state[state]
+            if plan.direct_from is not None:
+                which = which[: np.searchsorted(which, plan.direct_from)]
+            which = which[looped[which]]
+            if not len(which):
+                continue
+            if not plan.rmask:
+                hits[plan.outcomes[0]] += len(which)
+                continue
+            keys, counts = np.unique(codes[which] & plan.rmask, return_counts=True)
+            for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
+                hits[plan.outcomes[key]] += count
+    fires = ex.row_fires
+    for rows, site, n in zip(ex._outcome_rows, ex._outcome_site, hits, strict=True):
+        for row in rows:
+            fires[row] += n
+        if site is not None and n:
+            ex.unhandled[site] = ex.unhandled.get(site, 0) + n
+    for state, labels in enumerate(unhandled_labels):
+        if len(in_state[state]):
+            for label in labels:
+                ex.unhandled[(state, label)] = ex.unhandled.get((state, label), 0) + len(in_state[state])

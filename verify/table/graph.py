@@ -1,0 +1,137 @@
+"""Whole-space passes over the explored graph's CSR arrays, in compiled code.
+
+The configuration graph can hold millions of nodes and edges; a networkx DiGraph of it
+costs ten times the exploration, and a pure-Python linear pass over it about as much as
+the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge_label``
+arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
+the reversed graph for ``always-reachable``, strongly connected components of the
+allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
+cycle inside one component) is walked in Python.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from agentfsm.verify.table.explore import Exploration
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+Node = TypeVar("Node", bound=Hashable)
+Edge = TypeVar("Edge")
+
+
+def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> list[Edge]:
+    """The edges from a breadth-first search's root to ``node``, read back through ``parent``."""
+    edges: list[Edge] = []
+    link = parent[node]
+    while link is not None:
+        node, edge = link
+        edges.append(edge)
+        link = parent[node]
+    edges.reverse()
+    return edges
+
+
+def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
+    """The exploration's ``(offsets, targets, labels)`` as numpy arrays (views, no copy):
+    array's ``q`` and ``i`` are C's long long and int."""
+    return (np.frombuffer(ex.offsets, dtype=np.longlong), np.frombuffer(ex.edge_target, dtype=np.longlong),
+            np.frombuffer(ex.edge_label, dtype=np.intc))
+
+
+def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weights: npt.NDArray[Any]) -> Any:
+    """An n×n adjacency matrix over the CSR arrays, in the form scipy's graph routines take
+    without copying: int32 indices (or the constructor scans int64 ones to prove they fit)
+    and float64 weights (or each routine converts them). The weights themselves are unused."""
+    if max(n, len(targets)) < 1 << 31:
+        offsets, targets = offsets.astype(np.int32, copy=False), targets.astype(np.int32, copy=False)
+    return csr_matrix((weights[: len(targets)], targets, offsets), shape=(n, n))
+
+
+def _weights(ex: Exploration) -> npt.NDArray[np.float64]:
+    """Unit weights for every matrix over this exploration, allocated once: fresh pages
+    for a few tens of megabytes cost more than the graph routines that read them."""
+    ones = ex.columns.get("ones")
+    if ones is None:
+        ones = ex.columns["ones"] = np.ones(ex.transitions + ex.count + 1)
+    return ones
+
+
+def can_reach(ex: Exploration, goal: Bools) -> Bools:
+    """For every configuration: True if some configuration with ``goal`` is reachable from it.
+
+    A breadth-first search of the reversed graph from a virtual node ``n`` whose edges
+    lead to every goal configuration."""
+    n = ex.count
+    offsets, targets, _ = csr(ex)
+    reverse = _matrix(n, offsets, targets, np.ones(len(targets), dtype=np.int8)).T.tocsr()   # int8: cheap to move
+    goals = np.flatnonzero(goal)
+    indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
+    indices = np.concatenate((reverse.indices, goals))
+    reached = breadth_first_order(_matrix(n + 1, indptr, indices, _weights(ex)), n, directed=True,
+                                  return_predecessors=False)
+    marked = np.zeros(n + 1, dtype=np.bool_)
+    marked[reached] = True
+    return marked[:n]
+
+
+def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]] | None:
+    """A cycle using only edges whose label is ``allowed``: ``(node, labels of the cycle)``.
+    Stutter edges (ignored events) are never part of one.
+
+    ``node`` is the lowest-numbered (so shallowest) configuration on any such cycle, and
+    the labels are those of a shortest cycle through it. None when the subgraph is acyclic.
+    """
+    n = ex.count
+    offsets, targets, labels = csr(ex)
+    keep = np.asarray(allowed, dtype=np.bool_)[labels]
+    keep[np.frombuffer(ex.stutter, dtype=np.longlong)] = False   # an ignored event is no progress
+    kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
+    sub_targets = targets[keep]
+    subgraph = _matrix(n, kept, sub_targets, _weights(ex))
+    subgraph.sum_duplicates()   # scipy's strong components loop forever on duplicate edges (two events, one target)
+    count, component = connected_components(subgraph, directed=True, connection="strong")
+    cyclic = np.bincount(component, minlength=count) > 1
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept))
+    cyclic[component[sources[sources == sub_targets]]] = True
+    on_cycle = cyclic[component]
+    if not on_cycle.any():
+        return None
+    node = int(np.argmax(on_cycle))
+    return node, _shortest_cycle(ex, keep, node, component == component[node])
+
+
+def _shortest_cycle(ex: Exploration, keep: Bools, node: int, inside: Bools) -> list[int]:
+    """Labels of a shortest cycle from ``node`` back to itself over the edges ``keep`` marks.
+
+    Every cycle through ``node`` stays in its strongly connected component ``inside``, so
+    the search never leaves it (and visits its nodes in the same order as a search of the
+    whole graph would)."""
+    off, tgt, lab = ex.offsets, ex.edge_target, ex.edge_label
+    back: dict[int, tuple[int, int]] = {}
+    queue = deque([node])
+    while queue:
+        i = queue.popleft()
+        for e in range(off[i], off[i + 1]):
+            if not keep[e]:
+                continue
+            t = tgt[e]
+            if t == node:
+                cycle = [lab[e]]
+                while i != node:
+                    i, label = back[i]
+                    cycle.append(label)
+                cycle.reverse()
+                return cycle
+            if t not in back and inside[t]:
+                back[t] = (i, lab[e])
+                queue.append(t)
+    raise AssertionError("node lies on a cycle")
