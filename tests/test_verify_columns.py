@@ -1,4 +1,4 @@
-"""The vectorised invariant evaluation (``verify.columns``) against the compiled closures.
+"""The vectorised invariant evaluation (``verify.table.columns``) against the compiled closures.
 
 Random typed expression trees over random tables' variables and states, with literals
 small and huge (past the 64-bit safe range, which switches to exact Python ints), must

@@ -125,7 +125,7 @@ def generate_extended(table: Table, sets: Iterable[str] = DEFAULT_SETS, walks: i
                       exploration: Exploration | None = None, budget: int = DEFAULT_BUDGET,
                       extra_states: int = 0) -> tuple[Manifest, Vectors]:
     """``generate``, and with ``extra_states`` K > 0 the ``suffixes`` set's extension for
-    implementations with up to K more states than the table (``vectors_extra``): those
+    implementations with up to K more states than the table (``extra_states``): those
     vectors are counted at once and made only as they are read.
     """
     chosen = [s for s in SETS if s in set(sets)]

@@ -1,9 +1,9 @@
 """System exploration a batch of configurations at a time, as numpy array operations.
 
-The scalar explorer (``system_explore``) pays the interpreter for every edge: the
+The scalar explorer (``explore``) pays the interpreter for every edge: the
 successor generator, the routing, a tuple per successor, a sort under symmetry and a
 dict lookup. Here a batch (a run of consecutive configurations of the queue) is a matrix
-of small ints, one row per configuration (``system_rows.Layout``): per instance its local
+of small ints, one row per configuration (``rows.Layout``): per instance its local
 code (its state and variables), its mailbox as ``capacity`` slots of message codes, its
 stalled bit, and per fault the number spent.
 

@@ -35,7 +35,7 @@ class Sending(Protocol):
 
 
 class StepEffect(Protocol):
-    """What the reducer reads of a step's effect (``system_explore.Effect``)."""
+    """What the reducer reads of a step's effect (``step.Effect``)."""
 
     @property
     def findings(self) -> Sequence[object]: ...

@@ -1,6 +1,6 @@
 """System configurations as rows of small ints, and each row's unique int64 key.
 
-The batch explorer (``system_levels``) works on a matrix with one row per configuration:
+The batch explorer (``batched``) works on a matrix with one row per configuration:
 per instance its local code (the state and variables in mixed radix, state most
 significant, so codes order as the scalar explorer's (state, vars) tuples), its mailbox
 as ``capacity`` slots of message codes (0: empty; codes numbered in the sorted order of

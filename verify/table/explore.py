@@ -21,7 +21,7 @@ still goes through ``step``. The differential tests hold both paths to ``step`` 
 random tables.
 
 While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
-they go a batch at a time through numpy array operations (``explore_levels``), with the
+they go a batch at a time through numpy array operations (``batched``), with the
 same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
 then goes on with the batches' visited set and typed arrays. A narrow, deep space never
 leaves the scalar loop and its lists.
