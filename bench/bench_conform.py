@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, load_table
+from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.conform import Runner
 from agentfsm.verify.conformance.harness import ProcessTransport, Transport, encode
-from agentfsm.verify.conformance.vectorfile import Vector
 from agentfsm.verify.conformance.vectors import generate_extended
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ from agentfsm.diagrams.dot import FILL, FONT, INK, START
 from agentfsm.diagrams.mermaid import escape as mescape
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
+from agentfsm.spec.trace import describe_label
 from agentfsm.verify.table.explore import Exploration
-from agentfsm.verify.trace import describe_label
 
 LIMIT = 80
 """Past about 80 configurations dot's clustered layout goes from seconds to minutes (Loom: 79

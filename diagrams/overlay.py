@@ -14,7 +14,7 @@ from typing import Any
 
 from agentfsm.diagrams.model import Overlay, RowMark
 from agentfsm.spec.model import Table
-from agentfsm.verify.trace import TraceError, load_trace, walk
+from agentfsm.spec.trace import TraceError, load_trace, walk
 
 
 class OverlayError(ValueError):
@@ -34,7 +34,7 @@ def _check_machine(table: Table, data: Mapping[str, Any], what: str) -> None:
 
 
 def trace_overlay(table: Table, text: str) -> Overlay:
-    """Replay a verifier trace file (the format of ``agentfsm.verify.trace``) over ``table``."""
+    """Replay a verifier trace file (the format of ``agentfsm.spec.trace``) over ``table``."""
     try:
         trace = load_trace(table, text)
     except TraceError as exc:

@@ -21,9 +21,8 @@ from typing import TypeVar
 
 from agentfsm.diagrams.violation import verdict
 from agentfsm.spec.system_model import System
-from agentfsm.spec.system_trace import Label, SystemTrace, param_names
+from agentfsm.spec.system_trace import Label, SystemTrace, label_text, param_names
 from agentfsm.verify.system.step import Config, Effect
-from agentfsm.verify.system_trace import label_text
 
 ENV = "environment"
 OUTSIDE = "(environment)"  # the environment's lifeline in a chart's rows: no instance can have this name

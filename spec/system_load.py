@@ -54,20 +54,29 @@ def is_system_document(doc: Document) -> bool:
     return isinstance(doc.data, dict) and "system" in doc.data
 
 
-def is_system_file(path: str | Path) -> bool:
+def system_document(path: str | Path) -> Document | None:
+    """The file parsed, when it is a system file; None for a table or a file that does not parse
+    (its loader reports why). Loading it then takes this document, so it is parsed once."""
     try:
-        return is_system_document(load_document(Path(path).read_bytes(), str(path)))
+        doc = load_document(Path(path).read_bytes(), str(path))
     except (OSError, TableError):
-        return False
+        return None
+    return doc if is_system_document(doc) else None
 
 
-def load_system(path: str | Path) -> System:
+def is_system_file(path: str | Path) -> bool:
+    return system_document(path) is not None
+
+
+def load_system(path: str | Path, doc: Document | None = None) -> System:
+    """Read (unless ``doc``, the file already parsed), validate and compile a system file."""
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise TableError([Diagnostic(Mark(name, 1, 1), f"cannot read file: {exc.strerror}")]) from None
-    doc = load_document(raw, name)
+    if doc is None:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise TableError([Diagnostic(Mark(name, 1, 1), f"cannot read file: {exc.strerror}")]) from None
+        doc = load_document(raw, name)
     validate_schema(doc, system_schema())
     return _Builder(doc, name, Path(path).parent).build()
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, SystemTrace
+from agentfsm.verify.system.paths import replay
 from agentfsm.verify.system.step import Config, Effect, Stepper, initial_config
 from agentfsm.verify.system.verify import verify_system
-from agentfsm.verify.system_trace import replay
 from conftest import ROOT
 
 Steps = list[tuple[Label, Config, Effect]]

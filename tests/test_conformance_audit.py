@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
+from agentfsm.spec.vectorfile import to_json
 from agentfsm.verify.conformance.audit import LogError, audit, read_log
-from agentfsm.verify.conformance.vectorfile import to_json
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM
 from json_envelope import enveloped

@@ -11,9 +11,9 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from agentfsm.spec import Table, load_table
+from agentfsm.spec.vectorfile import Vector, read_vectors
 from agentfsm.verify.conformance.conform import Report, Runner, format_report, format_trace, junit_suite, row_coverage
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
-from agentfsm.verify.conformance.vectorfile import Vector, read_vectors
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
 from json_envelope import enveloped

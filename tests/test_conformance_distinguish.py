@@ -7,8 +7,8 @@ from collections import deque
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import SemanticError, step
+from agentfsm.spec.vectorfile import Label, Vector
 from agentfsm.verify.conformance.distinguish import Config, Universe, universe
-from agentfsm.verify.conformance.vectorfile import Label, Vector
 from agentfsm.verify.conformance.vectors import generate
 from agentfsm.verify.table.explore import explore, labels_of
 from hypothesis import given, settings

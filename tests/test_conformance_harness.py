@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec import Table
+from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.conform import Runner, format_report
 from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport, Session, Unsupported, split_command
-from agentfsm.verify.conformance.vectorfile import Vector
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, broken_adapter, semantics_adapter
 

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conformance.conform import Runner, format_trace
-from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
-from agentfsm.verify.conformance.vectorfile import (
+from agentfsm.spec.vectorfile import (
     REFUSED,
     Refused,
     Vector,
@@ -21,6 +19,8 @@ from agentfsm.verify.conformance.vectorfile import (
     vector_labels,
     write_vectors,
 )
+from agentfsm.verify.conformance.conform import Runner, format_trace
+from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, OracleHandler
 from conftest import run_cli

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agentfsm.spec import Table
-from agentfsm.verify.conformance.vectorfile import Vector
+from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.vectors import generate
 from agentfsm.verify.pytest_plugin import assert_conforms, conformance_vectors
 from conformance_helpers import LOOM, ROOT, OracleHandler

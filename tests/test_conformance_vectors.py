@@ -12,7 +12,7 @@ import pytest
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
-from agentfsm.verify.conformance.vectorfile import (
+from agentfsm.spec.vectorfile import (
     Expect,
     Label,
     Manifest,

@@ -20,9 +20,9 @@ import pytest
 from agentfsm.impl.engine import Engine
 from agentfsm.spec import Table, bundled_tables, load_table
 from agentfsm.spec.semantics import SemanticError
+from agentfsm.spec.vectorfile import Expect, vector_labels
 from agentfsm.verify.conformance.audit import Record, audit
 from agentfsm.verify.conformance.harness import Observation
-from agentfsm.verify.conformance.vectorfile import Expect, vector_labels
 from agentfsm.verify.conformance.vectors import generate
 from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import explore

@@ -17,11 +17,11 @@ from agentfsm.spec.system_model import System
 from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.checks import SysVerdict, run_system_checks
 from agentfsm.verify.system.explore import SystemExploration, explore_system
+from agentfsm.verify.system.paths import replay
 from agentfsm.verify.system.reduction import Reducer
 from agentfsm.verify.system.replay import system_violations
 from agentfsm.verify.system.step import Config, Stepper, initial_config
 from agentfsm.verify.system.verify import verify_system
-from agentfsm.verify.system_trace import replay
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files

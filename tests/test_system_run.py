@@ -13,7 +13,7 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_trace import load_system_trace
 from agentfsm.verify.system.checks import run_system_checks
 from agentfsm.verify.system.explore import explore_system
-from agentfsm.verify.system_trace import replay
+from agentfsm.verify.system.paths import replay
 from json_envelope import run_line
 
 from agentfsm.cli import main

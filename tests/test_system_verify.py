@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
+from agentfsm.spec.system_trace import label_text
 from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
+from agentfsm.verify.system.paths import replay
 from agentfsm.verify.system.step import Config, canonicalizer
-from agentfsm.verify.system_trace import label_text, replay
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ROOT / "spec" / "systems"

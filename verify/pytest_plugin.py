@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import pytest
 from agentfsm.spec import Table, load_table
+from agentfsm.spec.vectorfile import Vector, read_vectors
 from agentfsm.verify.conformance.conform import Runner, format_trace
 from agentfsm.verify.conformance.harness import FunctionTransport, Message, ProcessTransport, Transport, split_command
-from agentfsm.verify.conformance.vectorfile import Vector, read_vectors
 from agentfsm.verify.conformance.vectors import SETS, generate
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from agentfsm.spec.trace import format_trace
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.table.checks import CheckResult, Verdict
-from agentfsm.verify.trace import format_trace
 
 JSON_FORMAT = 1
 

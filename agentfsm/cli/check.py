@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run_check(args: argparse.Namespace) -> int:
     if args.json:
         return _check_json(args)
-    table_paths, system_paths = split_systems(args.tables)
+    table_paths, system_paths, parsed = split_systems(args.tables)
     tables = load_tables(table_paths, args.overrides)
-    systems = load_systems(system_paths)
+    systems = load_systems(system_paths, parsed)
     for table in tables:
         print(f"{table.file}: ok: {table.summary()}")
     for system in systems:

@@ -20,6 +20,14 @@ from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.spec.model import Table
 from agentfsm.spec.suggest import did_you_mean
+from agentfsm.spec.vectorfile import (
+    Manifest,
+    Vector,
+    VectorError,
+    read_vectors,
+    vector_labels,
+    write_vectors,
+)
 from agentfsm.verify.conformance import mutants as mutation
 from agentfsm.verify.conformance import vectors as gen
 from agentfsm.verify.conformance.audit import LogError, audit, format_audit, read_log
@@ -32,14 +40,6 @@ from agentfsm.verify.conformance.harness import (
     WithoutVars,
     kill_all,
     split_command,
-)
-from agentfsm.verify.conformance.vectorfile import (
-    Manifest,
-    Vector,
-    VectorError,
-    read_vectors,
-    vector_labels,
-    write_vectors,
 )
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, explore

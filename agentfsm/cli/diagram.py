@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from agentfsm.diagrams.render import RenderError, run_dot, svg
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure_dot, structure_mermaid
 from agentfsm.spec.model import Table
 from agentfsm.spec.system_model import System
-from agentfsm.verify.system_trace import SystemTraceError, replay
+from agentfsm.spec.system_trace import SystemTraceError
+from agentfsm.spec.yamlio import Document
+from agentfsm.verify.system.paths import replay
 from agentfsm.verify.table.explore import explore
 
 
@@ -53,17 +56,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_diagram(args: argparse.Namespace) -> int:
-    table_paths, system_paths = split_systems(args.tables)
+    table_paths, system_paths, parsed = split_systems(args.tables)
     if args.out_dir:
         try:
             return _write_all(args, load_tables(table_paths, args.overrides) if table_paths else [],
-                              load_systems(system_paths))
+                              load_systems(system_paths, parsed))
         except RenderError as exc:
             raise BadInput(str(exc)) from None
     if system_paths:
         if table_paths or len(system_paths) != 1:
             raise BadInput("a system file is drawn alone (no tables beside it), or with others by --out-dir")
-        return _draw_system(args, system_paths[0])
+        return _draw_system(args, system_paths[0], parsed)
     tables = load_tables(args.tables, args.overrides)
     try:
         if len(tables) != 1:
@@ -84,9 +87,9 @@ def run_diagram(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _draw_system(args: argparse.Namespace, path: str) -> int:
+def _draw_system(args: argparse.Namespace, path: str, parsed: Mapping[str, Document]) -> int:
     """A system: its instances and links, or with --trace its counterexample as a sequence chart."""
-    [system] = load_systems([path])
+    [system] = load_systems([path], parsed)
     if args.coverage or args.explored or args.compact:
         raise BadInput("a system takes --trace (a sequence chart) or nothing (its instances and links)")
     fmt = _format(args)

@@ -12,23 +12,20 @@ from agentfsm.cli.util import load_systems, print_violations
 from agentfsm.spec.errors import TableError
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
+from agentfsm.spec.system_trace import SystemTrace, SystemTraceError, load_system_trace
+from agentfsm.spec.yamlio import Document
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.report import Unverified, check_title
 from agentfsm.verify.system.checks import SysCheck, SysVerdict
+from agentfsm.verify.system.paths import format_steps, replay
 from agentfsm.verify.system.replay import system_violations
-from agentfsm.verify.system_trace import (
-    SystemTrace,
-    SystemTraceError,
-    format_steps,
-    load_system_trace,
-    replay,
-)
 
 
-def load_or_unverified(path: str) -> System | Unverified:
-    """The system, or (its diagnostics printed) why it is not verified."""
+def load_or_unverified(path: str, doc: Document | None = None) -> System | Unverified:
+    """The system (from ``doc``, the file already parsed, where given), or (its diagnostics
+    printed) why it is not verified."""
     try:
-        return load_system(path)
+        return load_system(path, doc)
     except TableError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)

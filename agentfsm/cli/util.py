@@ -16,8 +16,9 @@ from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.suggest import did_you_mean
-from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_load import load_system, system_document
 from agentfsm.spec.system_model import System
+from agentfsm.spec.yamlio import Document
 
 Loaded = TypeVar("Loaded")
 Command = Callable[[argparse.Namespace], int]
@@ -105,18 +106,26 @@ def load_tables(paths: Sequence[str], overrides: Sequence[str] = ()) -> list[Tab
     return _load_all(paths, lambda path: load_table(path, per_table[path]))
 
 
-def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(table paths, system paths): a system file has a top-level ``system:`` key."""
+def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str], dict[str, Document]]:
+    """(table paths, system paths, each system file parsed): a system file has a top-level
+    ``system:`` key. Loading a system takes its document from the third, so it is parsed once."""
     tables: list[str] = []
     systems: list[str] = []
+    parsed: dict[str, Document] = {}
     for path in paths:
-        (systems if is_system_file(path) else tables).append(path)
-    return tables, systems
+        doc = parsed.get(path) or system_document(path)
+        if doc is None:
+            tables.append(path)
+        else:
+            systems.append(path)
+            parsed[path] = doc
+    return tables, systems, parsed
 
 
-def load_systems(paths: Sequence[str]) -> list[System]:
-    """Load every system, printing all diagnostics; raise SystemExit(2) if any failed."""
-    return _load_all(paths, load_system)
+def load_systems(paths: Sequence[str], parsed: Mapping[str, Document] | None = None) -> list[System]:
+    """Load every system (from its document in ``parsed``, when there), printing all diagnostics;
+    raise SystemExit(2) if any failed."""
+    return _load_all(paths, lambda path: load_system(path, (parsed or {}).get(path)))
 
 
 def _load_all(paths: Sequence[str], load: Callable[[str], Loaded]) -> list[Loaded]:

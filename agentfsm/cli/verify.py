@@ -35,6 +35,8 @@ from agentfsm.cli.util import (
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
+from agentfsm.spec.trace import Trace, TraceError, format_trace, load_trace
+from agentfsm.spec.yamlio import Document
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
@@ -45,7 +47,6 @@ from agentfsm.verify.system.verify import verify_system
 from agentfsm.verify.table.checks import KINDS, Verdict, run_checks
 from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit, explore
 from agentfsm.verify.table.replay import violations
-from agentfsm.verify.trace import Trace, TraceError, format_trace, load_trace
 
 # What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").
 DEFAULT_MAX_SYSTEM_CONFIGURATIONS = 1_000_000
@@ -170,7 +171,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.check and not args.trace_out:
         raise BadInput(f"--check {args.check}: --check goes with --trace-out FILE (the check whose "
                        "counterexample to write)")
-    table_paths, system_paths = split_systems(args.tables)
+    table_paths, system_paths, parsed = split_systems(args.tables)
     per_table = overrides_by_table(table_paths, parse_overrides(args.overrides))
     table_limit, table_default = _limit(args, DEFAULT_MAX_CONFIGURATIONS)
     results: list[Verdict | Unverified] = []
@@ -199,7 +200,7 @@ def run_verify(args: argparse.Namespace) -> int:
             print(summary_line(verdict, elapsed), flush=True)
         elif not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
-    system_results = [_verify_system_file(args, path) for path in system_paths]
+    system_results = [_verify_system_file(args, path, parsed[path]) for path in system_paths]
     system_verdicts = [r for r, _ in system_results if isinstance(r, SysVerdict)]
     if args.json:
         report = json_envelope("verify", json_report(results))
@@ -222,10 +223,10 @@ def run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _verify_system_file(args: argparse.Namespace, path: str) -> tuple[SysVerdict | Unverified, float]:
+def _verify_system_file(args: argparse.Namespace, path: str, doc: Document) -> tuple[SysVerdict | Unverified, float]:
     """One system file verified and its report printed, or why it was not (load, limit); the seconds."""
     start = time.perf_counter()
-    system = load_or_unverified(path)
+    system = load_or_unverified(path, doc)
     if isinstance(system, Unverified):
         return system, time.perf_counter() - start
     limit, default = _limit(args, DEFAULT_MAX_SYSTEM_CONFIGURATIONS)

@@ -29,9 +29,9 @@ from typing import Any
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, step
+from agentfsm.spec.vectorfile import Expect
 from agentfsm.verify.conformance.conform import compare, format_observed, format_params
 from agentfsm.verify.conformance.harness import Observation
-from agentfsm.verify.conformance.vectorfile import Expect
 
 
 class LogError(Exception):

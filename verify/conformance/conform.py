@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
+from agentfsm.spec.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
 from agentfsm.verify.conformance.harness import (
     AdapterDidNotStart,
     AdapterFailure,
@@ -29,7 +30,6 @@ from agentfsm.verify.conformance.harness import (
     Unsupported,
     encode,
 )
-from agentfsm.verify.conformance.vectorfile import Expect, Refused, Step, Vector, expected_run, vector_labels
 from agentfsm.verify.junit import Case, Suite
 
 Status = Literal["pass", "fail", "not-implemented", "not-run"]

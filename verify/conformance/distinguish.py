@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify.conformance.vectorfile import Label
+from agentfsm.spec.vectorfile import Label
 
 Config = tuple[int, tuple[Value, ...]]
 Suffix = tuple[int, ...]   # indices into the labels

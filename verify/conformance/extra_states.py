@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import step
+from agentfsm.spec.vectorfile import Expect, Step, Vector, describe_config, describe_label, expected_run
 from agentfsm.verify.conformance.distinguish import Universe
-from agentfsm.verify.conformance.vectorfile import Expect, Step, Vector, describe_config, describe_label, expected_run
 from agentfsm.verify.table.explore import Exploration
 
 

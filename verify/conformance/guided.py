@@ -20,7 +20,7 @@ from typing import Any
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
-from agentfsm.verify.conformance.vectorfile import Label
+from agentfsm.spec.vectorfile import Label
 from agentfsm.verify.table.explore import Exploration
 
 GRAM = 4

@@ -18,7 +18,7 @@ from typing import Any
 
 from agentfsm.spec.model import Event, Table
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify.conformance.vectorfile import (
+from agentfsm.spec.vectorfile import (
     REFUSED,
     Label,
     Step,
@@ -27,7 +27,7 @@ from agentfsm.verify.conformance.vectorfile import (
     describe_label,
     expected_run,
 )
-from agentfsm.verify.conformance.vectorfile import invalid_request as why_invalid
+from agentfsm.spec.vectorfile import invalid_request as why_invalid
 from agentfsm.verify.table.explore import Exploration
 
 UNKNOWN_EVENT = "NoSuchEvent"

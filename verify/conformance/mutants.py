@@ -38,10 +38,10 @@ from agentfsm.spec import Table, TableError
 from agentfsm.spec.build import compile_document
 from agentfsm.spec.expr import Binary, Expr, Lit, Ref, Unary, Value, to_source
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.spec.vectorfile import Label, Vector, describe_config, describe_label
 from agentfsm.spec.yamlio import Document, load_document
 from agentfsm.verify.conformance.conform import Runner, format_observed
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport, Transport, WithoutVars
-from agentfsm.verify.conformance.vectorfile import Label, Vector, describe_config, describe_label
 from agentfsm.verify.table.explore import labels_of
 from agentfsm.verify.table.graph import path_back
 

@@ -29,11 +29,11 @@ from typing import Any, overload
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
+from agentfsm.spec.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
 from agentfsm.verify.conformance.distinguish import Universe, universe
 from agentfsm.verify.conformance.extra_states import ExtraStates
 from agentfsm.verify.conformance.guided import DEFAULT_BUDGET, guided_walks
 from agentfsm.verify.conformance.invalid import invalid_vectors
-from agentfsm.verify.conformance.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
 from agentfsm.verify.table.explore import Exploration, explore, labels_of
 from agentfsm.verify.table.graph import path_back
 

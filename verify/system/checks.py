@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from agentfsm.spec.system_model import SysProperty, System
-from agentfsm.spec.system_trace import Label
+from agentfsm.spec.system_trace import Label, SystemTrace
 from agentfsm.verify.system.explore import SystemExploration
-from agentfsm.verify.system.paths import concrete_path
+from agentfsm.verify.system.paths import concrete_path, replay
 from agentfsm.verify.system.step import Config, Stepper, canonicalizer, initial_config
-from agentfsm.verify.system_trace import SystemTrace, replay
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 

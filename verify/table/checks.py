@@ -16,9 +16,9 @@ from functools import partial
 import numpy as np
 from agentfsm.spec import Property, Table
 from agentfsm.spec.expr import Expr
+from agentfsm.spec.trace import Trace, describe_config, describe_label
 from agentfsm.verify.table import columns, graph, liveness
 from agentfsm.verify.table.explore import Exploration, StepError
-from agentfsm.verify.trace import Trace, describe_config, describe_label
 
 KINDS = ("determinism", "bounds", "invariant", "deadlock", "transient", "unreachable-state", "dead-row",
          "always-reachable", "no-cycle-within", "eventually", "leads-to", "always")

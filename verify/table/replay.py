@@ -18,7 +18,7 @@ from agentfsm.spec import Table
 from agentfsm.spec.expr import Value, compile_expr
 from agentfsm.spec.model import Property
 from agentfsm.spec.semantics import SemanticError, step
-from agentfsm.verify.trace import Trace, describe_config, walk
+from agentfsm.spec.trace import Trace, describe_config, walk
 
 Config = tuple[int, tuple[Value, ...]]
 
