@@ -1,4 +1,5 @@
-"""The specification: table format 1, its loader and compiled model, and the bundled tables."""
+"""The specification: every format and its loader (tables, systems, traces, vector files), the
+compiled model, the step semantics, and the bundled tables. Imports nothing else of the package."""
 
 from agentfsm.spec.build import load_table, load_table_bytes
 from agentfsm.spec.bundled import bundled_tables
