@@ -80,6 +80,7 @@ SCENARIOS = ("two-resumers", "sigkill", "sigstop", "full-disk", "bit-flip", "rep
 PG_SCENARIOS = ("pg-two-resumers",)
 WORKER_SCENARIOS = ("workers", "server-kill", "slow-tools")
 TYPO = "rnu"  # the run id a user mistypes for ``run`` (mistyped-id)
+PAD = 3 * 4096  # full-disk: characters more in each call, so the writes journaling them span several frames
 
 
 def agent_script(tools: int, sleep: float = 0.2) -> str:
@@ -119,10 +120,10 @@ class Proc:
 
 
 def spawn(argv: Sequence[str], cwd: Path, limit: int | None = None,
-          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+          env: dict[str, str] | None = None, die: bool = False) -> subprocess.Popen[str]:
     def prepare() -> None:
-        if limit is not None:  # a full disk: writes past the limit fail
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        if limit is not None:  # a full disk: writes past the limit fail (or, ``die``, kill the process)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL if die else signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return subprocess.Popen([AGENTFSM, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=prepare, env=env)
@@ -143,7 +144,7 @@ class Trial:
     processes, and the verdict. ``reruns`` counts the executions the user allowed again."""
 
     def __init__(self, folder: Path, row: Row, agent: ChaosAgent, tools: int, store: str = "j.db",
-                 sleep: float = 0.2) -> None:
+                 sleep: float = 0.2, pad: int = 0) -> None:
         self.dir = folder
         self.row = row
         self.agent = agent
@@ -153,7 +154,7 @@ class Trial:
         self.reruns: Counter[str] = Counter()
         self.false_damage = False  # whether a damage report can only be false (a full disk loses nothing)
         (folder / "work").mkdir(parents=True)
-        (folder / "s.yaml").write_text(agent.script(tools, sleep))
+        (folder / "s.yaml").write_text(agent.script(tools, sleep, pad))
         self.env = agent.env(folder)
         row.runs += 1
 
@@ -286,7 +287,10 @@ class Trial:
 def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, tools: int) -> None:
     trial = Trial(folder, row, agent, tools)
     answer = "failed"
-    if scenario in ("repair-resume", "mistyped-id"):
+    if scenario == "sigkill":  # mid-run, not mid-start-up (a loaded machine starts slowly)
+        killed_mid_tool(trial, rng)
+        row.faults += 1
+    elif scenario in ("repair-resume", "mistyped-id"):
         answer = lost_started(trial, rng) if scenario == "repair-resume" else mistyped(trial, rng)
     else:
         first = trial.start()
@@ -299,9 +303,6 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agen
             second = trial.start("--resume")
             trial.wait(second)
             trial.wait(first)
-        elif scenario == "sigkill":
-            os.killpg(first.pid, signal.SIGKILL)
-            trial.wait(first, killed=True)
         elif scenario == "sigstop":
             os.kill(first.pid, signal.SIGSTOP)
             time.sleep(1.6)  # past the 1 s lease
@@ -333,7 +334,7 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agen
 def count_writes(folder: Path, row: Row, agent: ChaosAgent) -> int:
     """The writes of a fault-free one-tool run of ``agent``: its write boundaries (two a write, before
     its commit and after it) as ``agentfsm crash`` counts them to kill at. The run is judged too."""
-    reference = Trial(folder, row, agent, 1)
+    reference = Trial(folder, row, agent, 1, pad=PAD)
     counted = reference.cli(*reference.run_args("--kill-at", "0", "--json"))
     reference.judge()
     boundaries = [int(n) for n in notes(counted.out, "boundaries")]
@@ -350,7 +351,7 @@ def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, wri
     its frames or none; the process fails on it (exit 2) or (``die``) is killed by it (SIGXFSZ) and
     the user resumes before space returns (``still_full``). Then space returns and the user
     resumes. Nothing committed is lost: a damage report is false (unclean)."""
-    trial = Trial(folder, row, agent, 1)
+    trial = Trial(folder, row, agent, 1, pad=PAD)
     trial.false_damage = True
     frame = FRAME_HEADER + 4096  # killed, a write of three frames or more leaves two whole, then a torn one
     room = rng.randrange(2 * frame, 3 * frame) if die else rng.randrange(0, 3 * frame)
@@ -379,8 +380,12 @@ def still_full(trial: Trial, rng: random.Random) -> None:
     commits = [n for n in range(valid) if committed_frame(data[WAL_HEADER + n * size:][:FRAME_HEADER], *salts)]
     start = WAL_HEADER + (commits[-1] + 1 if commits else 0) * size
     whole = WAL_HEADER + (len(data) - WAL_HEADER) // size * size
-    if whole - size > start:  # the resume's first frame torn, a whole one left after it
-        trial.wait(spawn(trial.run_args("--resume"), trial.dir, rng.randrange(start + 1, start + size), trial.env))
+    if whole - size > start:  # the resume's first frame torn, a whole one left after it; killed by the full
+        # disk too (a process that exits closes the log, and SQLite then drops what follows the last commit)
+        resumed = trial.wait(spawn(trial.run_args("--resume"), trial.dir, rng.randrange(start + 1, start + size),
+                                   trial.env, die=True))
+        if resumed.code == -signal.SIGXFSZ:
+            trial.killed.add(id(resumed))
 
 
 def full_disk_trial(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, turn: int, turns: int,

@@ -35,16 +35,20 @@ class ChaosAgent:
     def table(self) -> Path:
         return ROOT / "spec" / f"{self.name}.yaml"
 
-    def script(self, tools: int, sleep: float) -> str:
+    def script(self, tools: int, sleep: float, pad: int = 0) -> str:
         """A script of ``tools`` tool executions, each appending ``tK`` to ``../ledger`` then
-        sleeping ``sleep`` seconds (a fault lands mid-tool), in the work folder ``work``."""
+        sleeping ``sleep`` seconds (a fault lands mid-tool), in the work folder ``work``. ``pad``
+        characters more in each call (in the explorer's notes and answer) make the writes that journal them
+        span several pages of the store."""
+        filler = f" {'x' * pad}" if pad else ""
         if self.name == "explorer-evaluator":
-            turns = "".join(f"  - \"$(run sleep {sleep:g}; ls t{k})\"\n  - \"$(note t{k} ran)\"\n"
+            turns = "".join(f"  - \"$(run sleep {sleep:g}; ls t{k})\"\n  - \"$(note t{k} ran{filler})\"\n"
                             for k in range(1, tools))
             return (f"workdir: work\nsettings: {{run_allowed: [ls, sleep]}}\ninputs: [input 1]\nreplies:\n"
-                    f"{turns}  - \"$(run sleep {sleep:g}; ls t{tools})\"\n  - \"$(answer done)\"\n")
+                    f"{turns}  - \"$(run sleep {sleep:g}; ls t{tools})\"\n  - \"$(answer done{filler})\"\n")
+        tail = f"; :{filler}" if pad else ""
         calls = [f"{{tool_call: {{name: run_command, arguments: {{argv: "
-                 f"{json.dumps(['sh', '-c', f'echo t{k} >> ../ledger; sleep {sleep:g}'])}}}}}}}"
+                 f"{json.dumps(['sh', '-c', f'echo t{k} >> ../ledger; sleep {sleep:g}{tail}'])}}}}}}}"
                  for k in range(1, tools + 1)]
         if self.name == "tool-call":  # one response; each call is a run of its own
             return "workdir: work\nallow: [run_command]\ninputs: []\nreplies:\n  - " + \
