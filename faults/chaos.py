@@ -4,12 +4,14 @@ Where ``agentfsm crash`` kills the runtime at every write boundary of one proces
 campaign does what users and machines do: a second terminal resumes a run that is still
 going, a process is SIGKILLed or frozen (SIGSTOP) past its lease and thawed, the disk fills
 up, a bit flips in the journal or its write-ahead log, workers are killed or frozen, the
-PostgreSQL server is killed and restarted. Every effect appends a line to a ledger outside
-the store. After each trial the run is finished the way a user would (``--resume``,
-deciding every unknown effect ``failed`` — never ``rerun``, so any repeat is the runtime's —
-and ``journal --repair`` when the store names a damaged tail; the scenarios that test a
-``rerun`` answer it instead, and each ``rerun`` allows that effect one more execution), and
-the trial is judged:
+PostgreSQL server is killed and restarted. Each trial plays one bundled agent (they take
+turns; ``agentfsm.faults.chaos_agents``), whose every tool execution appends a line to a
+ledger outside the store. The full disk is a sweep: it fills at each write of a run in turn,
+at the write boundaries ``agentfsm crash`` counts. After each trial the run is finished the
+way a user would (``--resume``, deciding every unknown effect ``failed`` — never ``rerun``, so
+any repeat is the runtime's — and ``journal --repair`` when the store names a damaged tail;
+the scenarios that test a ``rerun`` answer it instead, and each ``rerun`` allows that effect
+one more execution), and the trial is judged:
 
 - **duplicated effect**: a ledger line (one effect) appears twice;
 - **lost step**: an effect ran (ledger) that the journal does not know was started, or
@@ -32,6 +34,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentfsm.faults.chaos_agents import AGENTS, ChaosAgent, ledger_line
+from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_frame, wal_frames
+
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import json_envelope
 
@@ -50,7 +56,6 @@ if TYPE_CHECKING:
 
 AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 ROOT = Path(__file__).resolve().parent.parent
-LOOM = ROOT / "spec" / "loom-agent.yaml"
 COUNTER_TABLE = """format: 1
 machine: counter
 title: A counter whose every tick is one external effect
@@ -76,23 +81,20 @@ SCENARIOS = ("two-resumers", "sigkill", "sigstop", "full-disk", "bit-flip", "rep
 PG_SCENARIOS = ("pg-two-resumers",)
 WORKER_SCENARIOS = ("workers", "server-kill", "slow-tools")
 TYPO = "rnu"  # the run id a user mistypes for ``run`` (mistyped-id)
+PAD = 3 * 4096  # full-disk: characters more in each call, so the writes journaling them span several frames
 
 
 def agent_script(tools: int, sleep: float = 0.2) -> str:
-    replies = []
-    for k in range(1, tools + 1):
-        argv = ["sh", "-c", f"echo t{k} >> ../ledger; sleep {sleep:g}"]
-        replies.append(f"  - - {{tool_call: {{name: run_command, arguments: {{argv: {json.dumps(argv)}}}}}}}\n"
-                       f"  - - {{text: reply {k}}}\n")
-    inputs = ", ".join(f"input {k}" for k in range(1, tools + 1))
-    return f"workdir: work\nsettings: {{commit_hook: false}}\ninputs: [{inputs}]\nreplies:\n{''.join(replies)}"
+    """The Loom agent's chaos script (``ChaosAgent.script``)."""
+    return AGENTS[0].script(tools, sleep)
 
 
 @dataclass
 class Row:
-    """One scenario's counts over its trials."""
+    """One scenario's counts over its trials (of one agent: a worker scenario's is ``counter``)."""
 
     scenario: str
+    agent: str = "counter"
     trials: int = 0
     runs: int = 0
     faults: int = 0
@@ -119,10 +121,10 @@ class Proc:
 
 
 def spawn(argv: Sequence[str], cwd: Path, limit: int | None = None,
-          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+          env: dict[str, str] | None = None, die: bool = False) -> subprocess.Popen[str]:
     def prepare() -> None:
-        if limit is not None:  # a full disk: writes past the limit fail
-            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        if limit is not None:  # a full disk: writes past the limit fail (or, ``die``, kill the process)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL if die else signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return subprocess.Popen([AGENTFSM, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=prepare, env=env)
@@ -142,21 +144,24 @@ class Trial:
     """One run in its own folder (its store ``j.db`` there, or a PostgreSQL URL), its
     processes, and the verdict. ``reruns`` counts the executions the user allowed again."""
 
-    def __init__(self, folder: Path, row: Row, tools: int, store: str = "j.db", sleep: float = 0.2) -> None:
+    def __init__(self, folder: Path, row: Row, agent: ChaosAgent, tools: int, store: str = "j.db",
+                 sleep: float = 0.2, pad: int = 0) -> None:
         self.dir = folder
         self.row = row
+        self.agent = agent
         self.store = store
         self.procs: list[Proc] = []
         self.killed: set[int] = set()
         self.reruns: Counter[str] = Counter()
         self.false_damage = False  # whether a damage report can only be false (a full disk loses nothing)
         (folder / "work").mkdir(parents=True)
-        (folder / "s.yaml").write_text(agent_script(tools, sleep))
+        (folder / "s.yaml").write_text(agent.script(tools, sleep, pad))
+        self.env = agent.env(folder)
         row.runs += 1
 
     def run_args(self, *extra: str) -> list[str]:
-        return ["run", str(LOOM), "--script", "s.yaml", "--store", self.store, "--lease", "1", "--timeout", "50",
-                *extra]
+        return ["run", str(self.agent.table), "--script", "s.yaml", "--store", self.store, "--lease", "1",
+                "--timeout", "50", *extra]
 
     def named(self, err: str) -> bool:
         """Whether an error names the store (a SQLite file, or the PostgreSQL URL)."""
@@ -166,7 +171,7 @@ class Trial:
         return self.store != "j.db" or (self.dir / "j.db").exists()
 
     def start(self, *extra: str, limit: int | None = None) -> subprocess.Popen[str]:
-        return spawn(self.run_args(*extra), self.dir, limit)
+        return spawn(self.run_args(*extra), self.dir, limit, self.env)
 
     def wait(self, child: subprocess.Popen[str], killed: bool = False) -> Proc:
         proc = reap(child)
@@ -176,7 +181,7 @@ class Trial:
         return proc
 
     def cli(self, *argv: str) -> Proc:
-        proc = reap(spawn(argv, self.dir))
+        proc = reap(spawn(argv, self.dir, env=self.env))
         self.procs.append(proc)
         return proc
 
@@ -188,13 +193,21 @@ class Trial:
             view = None
         return proc.code, view if isinstance(view, dict) else None
 
+    def effects(self) -> list[dict[str, Any]] | None:
+        """The effects of every run in the store that run a script's tool (None: the journal is unreadable)."""
+        code, view = self.journal()
+        runs = view.get("runs") if code == 0 and isinstance(view, dict) else None
+        if not isinstance(runs, list):
+            return None
+        return [e for run in runs for e in run.get("current", {}).get("effects", []) if ledger_line(e) is not None]
+
     def records(self) -> int:
         code, view = self.journal()
         if code != 0 or not isinstance(view, dict) or not view.get("runs"):
             return -1
         runs = view["runs"]
         assert isinstance(runs, list)
-        return len(runs[0]["records"])
+        return sum(len(run["records"]) for run in runs)
 
     def decisions(self) -> list[str]:
         _, view = self.journal()
@@ -210,7 +223,8 @@ class Trial:
             proc = self.cli(*self.run_args("--resume") if self.exists() else self.run_args())
             if proc.code == 0:
                 return
-            if proc.code == 2 and "no run 'run' to resume" in proc.err:  # killed before its first write
+            if proc.code == 2 and ("no run 'run' to resume" in proc.err or "the store holds no run" in proc.err):
+                # killed (or its disk full) before its first write
                 proc = self.cli(*self.run_args())
                 if proc.code == 0:
                     return
@@ -255,35 +269,27 @@ class Trial:
                 self.row.notes.append(f"{self.dir.name}: exit {proc.code}: {proc.err.strip()[-300:]}")
         ledger = self.dir / "ledger"
         lines = Counter(ledger.read_text().split()) if ledger.exists() else Counter()
-        code, view = self.journal()
-        runs = view.get("runs") if code == 0 and isinstance(view, dict) else None
-        effects = [e for e in (runs[0].get("current", {}).get("effects", []) if runs else [])
-                   if e.get("tool") == "run_command"]
-        allowed = Counter({ledger_line(e["args"]): self.reruns[e["key"]] for e in effects})
+        effects = self.effects()
+        allowed: Counter[str | None] = Counter()
+        for e in effects or []:
+            allowed[ledger_line(e)] += self.reruns[e["key"]]
         duplicated = sum(max(0, n - 1 - allowed[line]) for line, n in lines.items())
         self.row.duplicated += duplicated
         if duplicated:
             self.row.notes.append(f"{self.dir.name}: ran more often than allowed: {dict(lines)}, reruns {allowed}")
-        if runs:
-            started = {ledger_line(e["args"]) for e in effects if e["status"] != "pending"}
+        if effects is not None:
+            started = {ledger_line(e) for e in effects if e["status"] != "pending"}
             lost = set(lines) - started
             if lost:
                 self.row.lost += len(lost)
                 self.row.notes.append(f"{self.dir.name}: ran but not journaled: {sorted(lost)}")
 
 
-def ledger_line(args: object) -> str:
-    """The ledger line a scripted ``run_command`` call appends (``echo tK >> ../ledger``)."""
-    assert isinstance(args, dict)
-    return str(json.loads(args["arguments"])["argv"][2].split()[1])
-
-
-def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, tools: int) -> None:
-    trial = Trial(folder, row, tools)
+def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, tools: int) -> None:
+    trial = Trial(folder, row, agent, tools)
     answer = "failed"
-    if scenario == "full-disk":
-        trial.false_damage = True
-        trial.wait(trial.start(limit=rng.randrange(40_000, 200_000)))
+    if scenario == "sigkill":  # mid-run, not mid-start-up (a loaded machine starts slowly)
+        killed_mid_tool(trial, rng)
         row.faults += 1
     elif scenario in ("repair-resume", "mistyped-id"):
         answer = lost_started(trial, rng) if scenario == "repair-resume" else mistyped(trial, rng)
@@ -298,9 +304,6 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, tool
             second = trial.start("--resume")
             trial.wait(second)
             trial.wait(first)
-        elif scenario == "sigkill":
-            os.killpg(first.pid, signal.SIGKILL)
-            trial.wait(first, killed=True)
         elif scenario == "sigstop":
             os.kill(first.pid, signal.SIGSTOP)
             time.sleep(1.6)  # past the 1 s lease
@@ -329,6 +332,89 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, tool
     trial.judge()
 
 
+def count_writes(folder: Path, row: Row, agent: ChaosAgent) -> int:
+    """The writes of a fault-free one-tool run of ``agent``: its write boundaries (two a write, before
+    its commit and after it) as ``agentfsm crash`` counts them to kill at. The run is judged too."""
+    reference = Trial(folder, row, agent, 1, pad=PAD)
+    counted = reference.cli(*reference.run_args("--kill-at", "0", "--json"))
+    reference.judge()
+    boundaries = [int(n) for n in notes(counted.out, "boundaries")]
+    if counted.code != 0 or not boundaries:
+        row.unclean += 1
+        row.notes.append(f"{folder.name}: the fault-free run counted no write boundaries (exit {counted.code})")
+        return 0
+    return boundaries[-1] // 2
+
+
+def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, write: int, die: bool) -> None:
+    """full-disk: the disk fills at write ``write`` of a one-tool run (``run --full-disk-at``), a
+    random number of bytes past the end of the write-ahead log, so the commit there writes part of
+    its frames or none; the process fails on it (exit 2) or (``die``) is killed by it (SIGXFSZ) and
+    the user resumes before space returns (``still_full``). Then space returns and the user
+    resumes. Nothing committed is lost: a damage report is false (unclean)."""
+    trial = Trial(folder, row, agent, 1, pad=PAD)
+    trial.false_damage = True
+    frame = FRAME_HEADER + 4096  # killed, a write of three frames or more leaves two whole, then a torn one
+    room = rng.randrange(2 * frame, 3 * frame) if die else rng.randrange(0, 3 * frame)
+    proc = trial.wait(trial.start("--full-disk-at", f"{2 * write - 1}:{room}{':die' if die else ''}"))
+    if proc.code == -signal.SIGXFSZ:
+        trial.killed.add(id(proc))
+        still_full(trial, rng)
+    if proc.code == -signal.SIGXFSZ or "disk is full" in proc.err:
+        row.faults += 1
+    trial.finish()
+    trial.judge()
+
+
+def still_full(trial: Trial, rng: random.Random) -> None:
+    """The user resumes the killed run before space returns, the disk fuller still: the resume's
+    writes stop inside the frames the killed process left after the log's last commit, so the log
+    then holds a torn frame followed by whole ones of the same generation, none marking a commit:
+    a full disk's leftovers (nothing committed is lost), which a check must not call damage."""
+    wal = trial.dir / "j.db-wal"
+    data = wal.read_bytes() if wal.exists() else b""
+    if len(data) < WAL_HEADER:
+        return
+    size = FRAME_HEADER + struct.unpack(">I", data[8:12])[0]
+    salts = struct.unpack(">2I", data[16:24])
+    valid, _ = wal_frames(data)
+    commits = [n for n in range(valid) if committed_frame(data[WAL_HEADER + n * size:][:FRAME_HEADER], *salts)]
+    start = WAL_HEADER + (commits[-1] + 1 if commits else 0) * size
+    whole = WAL_HEADER + (len(data) - WAL_HEADER) // size * size
+    if whole - size > start:  # the resume's first frame torn, a whole one left after it; killed by the full
+        # disk too (a process that exits closes the log, and SQLite then drops what follows the last commit)
+        resumed = trial.wait(spawn(trial.run_args("--resume"), trial.dir, rng.randrange(start + 1, start + size),
+                                   trial.env, die=True))
+        if resumed.code == -signal.SIGXFSZ:
+            trial.killed.add(id(resumed))
+
+
+def full_disk_trial(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, turn: int, turns: int,
+                    writes: dict[str, int]) -> None:
+    """The agent's ``turn``-th of its ``turns`` full-disk trials: they fill the disk at its writes
+    (counted once, ``writes``) spread evenly, at every one in turn when there are as many trials
+    (those past its last write do nothing); every other one is killed by the full disk."""
+    if agent.name not in writes:
+        writes[agent.name] = count_writes(folder / "reference", row, agent)
+    total = writes[agent.name]
+    if total > 0 and turn < total:
+        row.trials += 1
+        full_disk(folder / "fill", row, rng, agent, 1 + turn * total // min(turns, total), turn % 2 == 1)
+
+
+def notes(out: str, kind: str) -> list[str]:
+    """The texts of a ``run --json`` output's lines of ``kind``."""
+    found = []
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("kind") == kind:
+            found.append(str(entry.get("text")))
+    return found
+
+
 def killed_mid_tool(trial: Trial, rng: random.Random) -> None:
     """Start the run and SIGKILL it (with its tool) once a tool has started, or a little later."""
     first = trial.start()
@@ -347,9 +433,10 @@ def lost_started(trial: Trial, rng: random.Random) -> str:
     killed_mid_tool(trial, rng)
     db = trial.dir / "j.db"
     if db.exists():
-        with sqlite3.connect(db) as conn:
-            conn.execute("DELETE FROM records WHERE run_id = 'run' AND seq >= (SELECT coalesce(max(seq), 1 << 40) "
-                         "FROM records WHERE run_id = 'run' AND kind = 'started')")
+        with sqlite3.connect(db) as conn:  # in the run that started an effect last
+            conn.execute("DELETE FROM records WHERE run_id = (SELECT run_id FROM records WHERE kind = 'started' "
+                         "ORDER BY time DESC LIMIT 1) AND seq >= (SELECT max(seq) FROM records AS r "
+                         "WHERE r.run_id = records.run_id AND r.kind = 'started')")
         conn.close()
         trial.row.faults += 1
     return "rerun"
@@ -370,17 +457,16 @@ def mistyped(trial: Trial, rng: random.Random) -> str:
     return "rerun"
 
 
-def pg_trial(folder: Path, row: Row, rng: random.Random, url: str, tools: int) -> None:
+def pg_trial(folder: Path, row: Row, rng: random.Random, url: str, agent: ChaosAgent, tools: int) -> None:
     """pg-two-resumers: a run on PostgreSQL killed mid-tool, then two ``--resume --decide
     KEY=rerun`` at once (or, half the time, a second resumer while the first runs): the user
     allowed one more execution, and one process at a time may own the run."""
     schema = f"chaos_{os.getpid()}_{rng.randrange(1 << 30)}"
-    trial = Trial(folder, row, tools, store=f"{url}?schema={schema}", sleep=1.5)
+    trial = Trial(folder, row, agent, tools, store=f"{url}?schema={schema}", sleep=1.5)
     try:
         if rng.random() < 0.5:
             killed_mid_tool(trial, rng)
-            keys = [e["key"] for e in (trial.journal()[1] or {}).get("runs", [{}])[0].get("current", {})
-                    .get("effects", []) if e.get("tool") == "run_command" and e["status"] in ("started", "unknown")]
+            keys = [e["key"] for e in trial.effects() or [] if e["status"] in ("started", "unknown")]
             decide = [a for key in keys for a in ("--decide", f"{key}=rerun")]
             trial.reruns.update(keys)  # the user allowed one rerun, whichever process performs it
             both = [trial.start("--resume", *decide) for _ in range(2)]
@@ -540,55 +626,71 @@ def kill_server(pg_dir: Path) -> None:
 
 
 def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None = None, pg_dir: Path | None = None,
-             tools: int = 3, runs: int = 12, log: Callable[[str], None] = lambda line: None) -> list[Row]:
+             tools: int = 3, runs: int = 12, log: Callable[[str], None] = lambda line: None,
+             agents: Sequence[ChaosAgent] = AGENTS) -> list[Row]:
+    """``trials`` of each scenario; an agent scenario's trial ``k`` plays ``agents[k % len(agents)]``,
+    and its figures go to that agent's row."""
     rng = random.Random(seed)
-    rows: list[Row] = []
+    rows: dict[tuple[str, str], Row] = {}
+    writes: dict[str, int] = {}  # full-disk: each agent's writes in a fault-free run
     base = Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
     try:
         for scenario in scenarios:
-            row = Row(scenario)
-            rows.append(row)
             for k in range(trials):
                 folder = base / f"{scenario}-{k}"
                 if scenario in WORKER_SCENARIOS + PG_SCENARIOS and url is None:
-                    row.notes.append("skipped: no PostgreSQL URL (--pg)")
+                    skipped = rows.setdefault((scenario, "-"), Row(scenario, "-"))
+                    skipped.notes.append("skipped: no PostgreSQL URL (--pg)")
                     break
                 if scenario in WORKER_SCENARIOS and url is not None:
+                    row = rows.setdefault((scenario, "counter"), Row(scenario))
                     worker_trial(scenario, folder, row, rng, url, pg_dir, runs)
-                elif scenario in PG_SCENARIOS and url is not None:
-                    row.trials += 1
-                    pg_trial(folder, row, rng, url, tools)
                 else:
-                    row.trials += 1
-                    sqlite_trial(scenario, folder, row, rng, tools)
+                    agent = agents[k % len(agents)]
+                    row = rows.setdefault((scenario, agent.name), Row(scenario, agent.name))
+                    row.trials += scenario != "full-disk"
+                    if scenario in PG_SCENARIOS and url is not None:
+                        pg_trial(folder, row, rng, url, agent, tools)
+                    elif scenario == "full-disk":
+                        turns = len(range(k % len(agents), trials, len(agents)))
+                        full_disk_trial(folder, row, rng, agent, k // len(agents), turns, writes)
+                    else:
+                        sqlite_trial(scenario, folder, row, rng, agent, tools)
                 log(f"{scenario} {k + 1}/{trials}: {asdict(row) | {'notes': len(row.notes)}}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    return rows
+    return list(rows.values())
 
 
 def table_text(rows: Sequence[Row]) -> str:
-    head = ("| scenario | trials | runs | faults | duplicated effects | lost steps | stuck runs | unclean errors | "
-            "damage reported | repaired |\n|---|---|---|---|---|---|---|---|---|---|\n")
-    return head + "".join(f"| {r.scenario} | {r.trials} | {r.runs} | {r.faults} | {r.duplicated} | {r.lost} | "
-                          f"{r.stuck} | {r.unclean} | {r.damaged} | {r.repaired} |\n" for r in rows)
+    head = ("| scenario | agent | trials | runs | faults | duplicated effects | lost steps | stuck runs | "
+            "unclean errors | damage reported | repaired |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+    return head + "".join(f"| {r.scenario} | {r.agent} | {r.trials} | {r.runs} | {r.faults} | {r.duplicated} | "
+                          f"{r.lost} | {r.stuck} | {r.unclean} | {r.damaged} | {r.repaired} |\n" for r in rows)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "chaos", help="fault campaigns against real durable runs: count duplicated effects, lost steps, stuck runs",
-        description="Run bounded campaigns of real agentfsm processes under faults (a second resumer, SIGKILL, "
-                    "SIGSTOP past the lease, a full disk, journal bit flips, a repair then a resume, a mistyped "
-                    "run id; with --pg, two resumers deciding rerun on PostgreSQL, workers SIGKILLed and frozen, "
-                    "tools outliving the lease asleep or keeping the GIL and, with --pg-dir, the PostgreSQL server "
+        description="Run bounded campaigns of real agentfsm processes, every bundled agent in turn (the Loom "
+                    "agent, vibework, the tool-call runner, the explorer/evaluator loop), under faults (a second "
+                    "resumer, SIGKILL, SIGSTOP past the lease, a full disk at each write of a run in turn, journal "
+                    "bit flips, a repair then a resume, a mistyped run id; with --pg, two resumers deciding rerun "
+                    "on PostgreSQL, workers SIGKILLed and frozen, tools outliving the lease asleep or keeping the "
+                    "GIL and, with --pg-dir, the PostgreSQL server "
                     "SIGKILLed and restarted), finish every run as a user would, and print a table of runs, "
                     "duplicated effects (beyond the reruns the user allowed), lost steps, stuck runs, unclean "
-                    "errors and damage reported or repaired. Exit 0 when no effect was duplicated, no step lost, "
-                    "no run stuck and no error unclean; 1 otherwise; 2 on bad input.")
+                    "errors and damage reported or repaired, a row per scenario and agent. Exit 0 when no effect "
+                    "was duplicated, no step lost, no run stuck and no error unclean; 1 otherwise; 2 on bad input.")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS + PG_SCENARIOS + WORKER_SCENARIOS,
                         default=[], help="a scenario to run (repeatable; default: the SQLite ones, and the "
                                          "PostgreSQL and worker ones with --pg)")
-    parser.add_argument("--trials", type=int, default=5, metavar="N", help="trials per scenario (default 5)")
+    parser.add_argument("--trials", type=int, default=5, metavar="N",
+                        help="trials per scenario (default 5); an agent scenario's trials take the agents in turn; "
+                             "full-disk's trials of an agent fill the disk at its writes spread evenly, at every "
+                             "one when they are as many")
+    parser.add_argument("--agent", action="append", choices=[a.name for a in AGENTS], default=[],
+                        help="an agent to play (repeatable; default: every bundled agent)")
     parser.add_argument("--seed", type=int, default=None, metavar="N", help="random seed (default: random, printed)")
     parser.add_argument("--pg", metavar="URL", help="a PostgreSQL server for the worker scenarios")
     parser.add_argument("--pg-dir", metavar="DIR", help="the scripts/postgres.sh cluster folder behind --pg "
@@ -605,8 +707,10 @@ def run_chaos(args: argparse.Namespace) -> int:
         raise BadInput("--pg-dir goes with --pg")
     scenarios = args.scenario or [*SCENARIOS, *(PG_SCENARIOS + WORKER_SCENARIOS if args.pg else ())]
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    agents = [a for a in AGENTS if a.name in args.agent] or AGENTS
     rows = campaign(scenarios, args.trials, seed, args.pg, Path(args.pg_dir) if args.pg_dir else None,
-                    log=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None))
+                    log=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None),
+                    agents=agents)
     ok = all(r.ok for r in rows)
     if args.json:
         print(json.dumps(json_envelope("chaos", {"ok": ok, "seed": seed, "rows": [asdict(r) for r in rows]}), indent=2))

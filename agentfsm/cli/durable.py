@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -60,6 +61,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="with --store: this process owns the run through a lease it renews every "
                           "third of SECONDS; a second process is refused while the owner lives (default 15)")
     run.add_argument("--kill-at", type=int, default=None, help=argparse.SUPPRESS)
+    run.add_argument("--full-disk-at", type=full_disk_at, default=None, help=argparse.SUPPRESS)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -136,7 +138,39 @@ class KillAt:
         if parent_effect(self.run_id) is not None:
             self.children.append(self.count)
         if self.count == self.at:
-            os.kill(os.getpid(), signal.SIGKILL)
+            self.fault()
+
+    def fault(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FullDiskAt(KillAt):
+    """``--full-disk-at N:ROOM[:die]`` (``agentfsm chaos``'s full-disk sweep): the disk fills at
+    this process's Nth write boundary, ROOM bytes past the end of the store's write-ahead log then:
+    no file may grow beyond that (``RLIMIT_FSIZE``), so a commit there writes part of its frames,
+    or none. The write past it fails with EFBIG, which SQLite reports as a full disk or an I/O
+    error; with ``die`` the process is killed by it instead (SIGXFSZ), leaving what it wrote."""
+
+    def __init__(self, at: int, room: int, path: Path, die: bool = False) -> None:
+        super().__init__(at)
+        self.room, self.path, self.die = room, path, die
+
+    def fault(self) -> None:
+        wal = self.path.with_name(self.path.name + "-wal")
+        limit = (wal.stat().st_size if wal.exists() else 0) + self.room
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL if self.die else signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+
+def full_disk_at(text: str) -> tuple[int, int, bool]:
+    at, _, rest = text.partition(":")
+    room, _, die = rest.partition(":")
+    try:
+        if die not in ("", "die"):
+            raise ValueError(die)
+        return int(at), int(room or "0"), die == "die"
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N, N:BYTES or N:BYTES:die") from None
 
 
 def check_run_options(args: argparse.Namespace) -> None:
@@ -145,7 +179,8 @@ def check_run_options(args: argparse.Namespace) -> None:
     if args.store is None:
         given = [name for name, value in (("--resume", args.resume), ("--decide", args.decide),
                                           ("--run-id", args.run_id), ("--lease", args.lease),
-                                          ("--kill-at", args.kill_at)) if value]
+                                          ("--kill-at", args.kill_at), ("--full-disk-at", args.full_disk_at))
+                 if value]
         if given:
             raise BadInput(f"{' and '.join(given)} need{'s' if len(given) == 1 else ''} --store")
     args.run_id = "run" if args.run_id is None else args.run_id
@@ -160,6 +195,11 @@ def _open_run_store(args: argparse.Namespace) -> Store:
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
     args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at)
+    if args.full_disk_at is not None:
+        if is_postgres(args.store):
+            raise BadInput("--full-disk-at fills the disk of a SQLite store")
+        at, room, die = args.full_disk_at
+        args.kill_hook = FullDiskAt(at, room, Path(sqlite_path(args.store)), die)
     return _open_store(args.store, args.resume, args.kill_hook)
 
 

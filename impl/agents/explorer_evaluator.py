@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -29,7 +29,7 @@ from agentfsm.impl.agents.explorer_commands import EXPLORE, Command, CommandRunn
 from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.journal import JSON, Record
-from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.run import Calls, Described, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
@@ -395,8 +395,12 @@ class ExplorerEvaluatorAgent(Driver):
             return outputs_from_json(data)
         return data
 
-    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
-        return {}
+    def effect_calls(self, envelope: Envelope) -> Calls:
+        """RunCommands runs the commands of the explorer's reply, as it wrote them."""
+        reply = envelope.payload
+        if envelope.event != "ExplorerReplied" or not isinstance(reply, Reply):
+            return {}
+        return {"RunCommands": Described("", [f"$({c})" for c in reply.of(EXPLORE)])}
 
     def perform(self, effect: Effect, retry: bool) -> None:
         pending = Pending(effect.key, retry)

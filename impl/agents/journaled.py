@@ -18,6 +18,7 @@ from agentfsm.impl.driver import ActionContext, Driver, Envelope
 from agentfsm.impl.durable.journal import JSON, STEP, Record
 from agentfsm.impl.durable.run import Report
 from agentfsm.impl.engine import Outcome
+from agentfsm.impl.llm.client import ToolCall
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,11 @@ class Pending:
 
     key: str
     retry: bool = False
+
+
+def call_args(call: ToolCall) -> JSON:
+    """A model's tool call as its effect journals it (``describe_call`` shows its arguments)."""
+    return {"id": call.id, "arguments": call.arguments}
 
 
 def report(pending: Pending | None, outcome: Literal["completed", "failed"], result: JSON,

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from agentfsm.impl.agents.journaled import Pending, begin_effect, journal_interrupt, replay, report
+from agentfsm.impl.agents.journaled import Pending, begin_effect, call_args, journal_interrupt, replay, report
 from agentfsm.impl.agents.tools import HookFailed, Toolbox, ToolResult, ToolUnavailable, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.journal import INTERRUPT, JSON, STEP, Record
@@ -442,7 +442,7 @@ class LoomAgent(Driver):
         else:
             return {}
         return {"ExecuteTools": [CallSpec(c.id, c.name, self.toolbox.idempotent(c.name),
-                                          {"id": c.id, "arguments": c.arguments}) for c in calls]}
+                                          call_args(c)) for c in calls]}
 
     def perform(self, effect: Effect, retry: bool) -> None:
         pending = Pending(effect.key, retry)

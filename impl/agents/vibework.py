@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
+from agentfsm.impl.agents.journaled import Pending, begin_effect, call_args, replay, report
 from agentfsm.impl.agents.loom import (
     INTERRUPTED,
     Display,
@@ -58,7 +58,7 @@ from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.children import child_run_id, decisions_of
 from agentfsm.impl.durable.driver import DurableLink
 from agentfsm.impl.durable.journal import JSON, STEP, Record
-from agentfsm.impl.durable.run import CallSpec, Decision, DurableRun, EffectCall, Report, StatusReply
+from agentfsm.impl.durable.run import Calls, Decision, Described, DurableRun, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import (
@@ -572,8 +572,16 @@ class VibeworkAgent(Driver):
             return ToolResult(**data)
         return data
 
-    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
-        return {}
+    def effect_calls(self, envelope: Envelope) -> Calls:
+        """ExecuteTool runs one call: a response's first (ToolUse), the current one once permitted,
+        else the one after the current call, which this event answers (ToolFinished goes on to it)."""
+        payload = envelope.payload
+        pending = self._unanswered()
+        if isinstance(payload, LlmResponse):
+            pending = list(payload.tool_calls[:self.max_tools])
+        elif envelope.event != "PermissionGranted":
+            pending = pending[1:]
+        return {"ExecuteTool": Described(pending[0].name, call_args(pending[0]))} if pending else {}
 
     def perform(self, effect: Effect, retry: bool) -> None:
         """Start an effect's activity; a spawn whose child run waits for the user's decision is left

@@ -24,7 +24,7 @@ from typing import Protocol
 from agentfsm.impl.driver import Driver, Envelope
 from agentfsm.impl.durable.journal import JSON, JournalError, Record, Store
 from agentfsm.impl.durable.leases import LeaseLost
-from agentfsm.impl.durable.run import CallSpec, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
+from agentfsm.impl.durable.run import Calls, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Outcome
 from agentfsm.spec.semantics import Status
@@ -39,8 +39,9 @@ class EffectAgent(Protocol):
         """What to journal of an event's payload: enough to rebuild the agent's context."""
         ...
 
-    def effect_calls(self, envelope: Envelope) -> Mapping[str, Sequence[CallSpec]]:
-        """For actions that fan out (a tool batch), the calls an event's step will emit."""
+    def effect_calls(self, envelope: Envelope) -> Calls:
+        """The calls an event's step will emit: for actions that fan out (a tool batch), one
+        effect each; for an action that makes one call, that call (so a decision names it)."""
         ...
 
     def perform(self, effect: Effect, retry: bool) -> None:

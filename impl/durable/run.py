@@ -101,6 +101,20 @@ class CallSpec:
 
 
 @dataclass(frozen=True)
+class Described:
+    """The one call of an action that does not fan out (vibework's current tool call, the
+    explorer's commands): journaled with its effect, under the action's own key and
+    idempotence, so a decision about it names the call and its arguments (``describe_call``)."""
+
+    tool: str
+    args: JSON
+
+
+Calls = Mapping[str, Sequence[CallSpec] | Described]
+"""What a driver's event will emit besides the table's actions: per action, its calls."""
+
+
+@dataclass(frozen=True)
 class Report:
     """An event that reports an effect's outcome: its ``completed`` record is written in the
     same transaction as the event's, so an outcome is never durable without the event it
@@ -201,7 +215,7 @@ class Extra:
     """What a driver adds to an event besides the table's parameters (see ``deliver``)."""
 
     payload: JSON
-    calls: Mapping[str, Sequence[CallSpec]]
+    calls: Calls
     reports: Report | None
 
 
@@ -407,10 +421,13 @@ class DurableRun:
         return [*before, Entry(STEP, body, now)], result
 
     def _effects(self, key: str, action: str, call_id: int, idempotent: bool,
-                 calls: Sequence[CallSpec] | None) -> list[dict[str, JSON]]:
+                 calls: Sequence[CallSpec] | Described | None) -> list[dict[str, JSON]]:
         """The effects of one emitted external action: itself, or one per call when it fans out."""
         if calls is None:
             return [{"key": key, "action": action, "call_id": call_id, "idempotent": idempotent}]
+        if isinstance(calls, Described):
+            return [{"key": key, "action": action, "call_id": call_id, "idempotent": idempotent,
+                     "tool": calls.tool, "args": calls.args}]
         prefix = key.rsplit("/", 1)[0]
         found: list[dict[str, JSON]] = []
         keys: set[str] = set()
@@ -425,14 +442,15 @@ class DurableRun:
 
     def deliver(self, event: str, params: Mapping[str, object] | None = None,
                 event_id: str | None = None, *, payload: JSON = None,
-                calls: Mapping[str, Sequence[CallSpec]] | None = None, reports: Report | None = None) -> Delivery:
+                calls: Calls | None = None, reports: Report | None = None) -> Delivery:
         """Apply one event durably and run the external effects it emits.
 
         ``event_id`` makes delivery idempotent: an event source that redelivers after a crash
         gets ``duplicate`` for events already in the journal. ``payload`` is journaled with
         the step (what the world said: a user's text, a model's response, a tool's result);
-        ``calls`` fans an emitted action out into one effect per call; ``reports`` names the
-        effect whose outcome this event reports (written in the same transaction)."""
+        ``calls`` fans an emitted action out into one effect per call, or describes its one call;
+        ``reports`` names the effect whose outcome this event reports (written in the same
+        transaction)."""
         if event not in self.table.event_index:
             raise ValueError(f"{self.table.machine} has no event {event!r}")
         values = self.table.event(event).param_values(params or {})
