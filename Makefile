@@ -65,7 +65,7 @@ test: lint typecheck
 # run over the project's own code: docs/testing.md, ...), then
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
-	$(BIN)/pytest -m slow
+	$(BIN)/pytest -m slow --durations=20
 	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
 
 # Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
