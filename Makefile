@@ -14,7 +14,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop
 
 setup: $(STAMP)
 
@@ -74,6 +74,12 @@ test-slow: setup
 # test-slow runs them too. See docs/durability.md.
 chaos: setup
 	$(BIN)/pytest -m chaos
+
+# The whole mutation run over the project's own code, checked against the published one
+# (tests/mutation_baseline.json); test-slow runs only the modules changed since then and a
+# sample of the others. See docs/testing.md, "Mutation score".
+mutation: setup
+	$(BIN)/python tests/mutation_run.py --check
 
 bench: setup
 	$(BIN)/python bench/bench_runtime.py

@@ -1,17 +1,22 @@
 """The mutation run over the project's own code: does the suite notice when the code is wrong?
 
 Each mutant of the modules in ``TESTS`` (tests/mutation_operators.py) is written into a
-temporary copy of the package, never into the working tree, and only that module's test files
-run against it (``pytest -x``, the fast files that exercise it), with a timeout. A mutant is
-*killed* when a test fails, *survives* when all pass, *times out* when the run outlasts its
-timeout (counted as detected). Two worker processes share the mutants; each keeps its own copy
-of the package and forks a pytest per mutant from a process that has already imported the
-heavy libraries (not agentfsm), so a mutant costs its tests, not an interpreter start.
+temporary copy of the package, never into the working tree, and run against that module's test
+files (``pytest -x``, the fast files that exercise it), with a timeout. A mutant is *killed* when
+a test fails, *survives* when all pass, *times out* when the run outlasts its timeout (counted as
+detected). A mutant first runs only the tests that execute its line (measured once per module
+with coverage, tests/mutation_coverage.py); one that survives them runs the whole list before it
+counts as a survivor, so the selection saves time and decides nothing. Two worker processes
+share the mutants; each keeps its own copy of the package and forks a pytest per mutant from a
+process that has already imported the heavy libraries (not agentfsm).
 
-    .venv/bin/python tests/mutation_run.py [--module spec/semantics.py] [--out results.json] [--survivors results.json]
+    .venv/bin/python tests/mutation_run.py [--module spec/semantics.py] [--changed] [--check]
+                                           [--out results.json] [--survivors results.json] [--write-baseline]
 
-``tests/test_mutation.py`` runs it under ``make test-slow`` and compares with the published
-results in tests/mutation_baseline.json (docs/testing.md, "Mutation score").
+``make mutation`` runs every mutant and checks the result against the published one in
+tests/mutation_baseline.json; ``make test-slow`` (so CI) runs ``--changed``: every mutant of a
+module whose source differs from the one its baseline was measured on, and a fixed sample of the
+others (docs/testing.md, "Mutation score").
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import ast
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -28,11 +34,15 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mutation_coverage
+from mutation_coverage import LineMap
 from mutation_operators import mutants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +71,12 @@ PRELOAD = ("pytest", "hypothesis", "numpy", "scipy.sparse", "yaml", "jsonschema"
            "sqlite3", "_pytest.pytester")
 BASELINE = ROOT / "tests" / "mutation_baseline.json"
 PR_SET_CHILD_SUBREAPER = 36
+# Mutants a CI run takes from each module that has not changed since its baseline.
+SAMPLE = 20
+# Points a module's score may fall below the published one: a few kills depend on timing (an adapter's
+# 0.5 s reply timeout under load), so an idle machine can let one of them survive. Every revived
+# mutant is still printed; a real regression costs more than this.
+NOISE = 2.0
 
 
 def copy_package(into: Path) -> Path:
@@ -95,18 +111,19 @@ def _start_worker(scratch: str) -> None:
                               phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 
-def _pytest_exit(tests: tuple[str, ...], timeout: float) -> str:
-    """Run ``tests`` against the copy as it is now, in a forked child; killed, survived or timeout."""
+PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "--hypothesis-profile=mutation"]
+
+
+def _in_child(body: Callable[[], int], timeout: float) -> str:
+    """Run ``body`` (a pytest run against the copy as it is now) in a forked child, in a session of
+    its own: killed (non-zero exit), survived (zero) or timeout."""
     pid = os.fork()
     if pid == 0:
         os.setsid()
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
-        import pytest
-        code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "--hypothesis-profile=mutation",
-                            *[str(ROOT / t) for t in tests]])
-        os._exit(int(code))
+        os._exit(body())
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -117,6 +134,13 @@ def _pytest_exit(tests: tuple[str, ...], timeout: float) -> str:
             os.waitpid(pid, 0)
             return "timeout"
         time.sleep(0.05)
+
+
+def _pytest(tests: list[str]) -> Callable[[], int]:
+    def body() -> int:
+        import pytest
+        return int(pytest.main([*PYTEST_ARGS, *tests]))
+    return body
 
 
 def _kill_orphans() -> None:
@@ -134,39 +158,84 @@ def _kill_orphans() -> None:
                 os.waitpid(int(stat.parent.name), 0)
 
 
-def _run_one(module: str, source: str, timeout: float) -> tuple[str, float]:
+@contextlib.contextmanager
+def _installed(module: str, source: str) -> Iterator[Path]:
+    """``source`` in place of ``module`` in this worker's copy, for the length of the block."""
     assert _copy is not None
     path = _copy / "agentfsm" / module
     original = path.read_text()
     path.write_text(source)
-    started = time.monotonic()
     try:
-        return _pytest_exit(TESTS[module], timeout), time.monotonic() - started
+        yield path
     finally:
         path.write_text(original)
         _kill_orphans()
 
 
-def run(modules: list[str], jobs: int = 2, log: bool = True, only: set[str] | None = None) -> dict[str, dict[str, str]]:
-    """Every mutant of ``modules`` (or those named in ``only``): {module: {mutant key: status}}.
-    Each module's tests first run on its unmutated (but re-printed) source; if they fail there,
-    the run stops with an error."""
+def _measure(module: str, timeout: float) -> tuple[str, float, LineMap]:
+    """The module's tests on its unmutated, reprinted source, with the lines each test runs."""
+    started = time.monotonic()
+    with _installed(module, _reprinted(module)) as path, tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "lines.json"
+        tests = [str(ROOT / t) for t in TESTS[module]]
+        status = _in_child(lambda: mutation_coverage.measure(path, tests, PYTEST_ARGS, out), timeout)
+        return status, time.monotonic() - started, mutation_coverage.load(out)
+
+
+def _run_one(module: str, source: str, first: list[str], timeouts: tuple[float, float]) -> tuple[str, float]:
+    """The mutant against the tests that run its line (``first``), then, if it survives them,
+    against the module's whole list: the selection saves time on kills and decides nothing.
+    ``timeouts``: for the selected tests, for the whole list."""
+    everything = [str(ROOT / t) for t in TESTS[module]]
+    started = time.monotonic()
+    with _installed(module, source):
+        status = _in_child(_pytest([f"{ROOT}/{node}" for node in first]), timeouts[0]) if first else "survived"
+        if status == "survived":
+            status = _in_child(_pytest(everything), timeouts[1])
+    return status, time.monotonic() - started
+
+
+def reprinted_lines(text: str) -> dict[int, int]:
+    """Each line of ``text`` that holds a node, mapped to that node's line once reprinted by
+    ``ast.unparse`` (the text mutants are written as, and the text coverage is measured on).
+    Empty if reprinting changed the tree's shape, so that nothing is selected by a wrong line."""
+    original = list(ast.walk(ast.parse(text)))
+    again = list(ast.walk(ast.parse(ast.unparse(ast.parse(text)))))
+    if [type(node) for node in original] != [type(node) for node in again]:
+        return {}
+    lines: dict[int, int] = {}
+    for a, b in zip(original, again, strict=True):
+        if isinstance(a, (ast.stmt, ast.expr)) and isinstance(b, (ast.stmt, ast.expr)):
+            lines.setdefault(a.lineno, b.lineno)
+    return lines
+
+
+def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True) -> dict[str, dict[str, str]]:
+    """The mutants of each module (all of them, or the keys given): {module: {mutant key: status}}.
+    Each module's tests first run on its unmutated (but reprinted) source, measuring which tests
+    run which line; if they fail there, the run stops with an error."""
     found = {module: [m for m in mutants(module, (ROOT / module).read_text()) if only is None or m.key in only]
-             for module in modules}
+             for module, only in modules.items()}
     results: dict[str, dict[str, str]] = {module: {} for module in modules}
     with (tempfile.TemporaryDirectory(prefix="agentfsm-mutation-") as scratch,
           ProcessPoolExecutor(jobs, mp_context=get_context("fork"), initializer=_start_worker,
                               initargs=(scratch,)) as pool):
-        timeouts: dict[str, float] = {}
-        baselines = {module: pool.submit(_run_one, module, _reprinted(module), 600.0) for module in modules}
-        for module, future in baselines.items():
-            status, seconds = future.result()
+        timeouts: dict[str, tuple[float, float]] = {}
+        first: dict[str, list[str]] = {}
+        measured = {module: pool.submit(_measure, module, 900.0) for module in modules if found[module]}
+        for module, measuring in measured.items():
+            status, seconds, line_map = measuring.result()
             if status != "survived":
                 raise SystemExit(f"{module}: its tests fail on the unmutated source ({status}); no mutation run")
-            timeouts[module] = 2 * seconds + 10
+            reprinted = reprinted_lines((ROOT / module).read_text())
+            for m in found[module]:
+                first[m.key] = line_map.tests_for(reprinted.get(m.line, -1))
+                timeouts[m.key] = (3 * line_map.cost(first[m.key]) + 20, 2 * seconds + 10)
             if log:
-                print(f"{module}: {len(found[module])} mutants, tests take {seconds:.1f} s unmutated", flush=True)
-        jobs_by_mutant = {pool.submit(_run_one, m.module, m.source, timeouts[m.module]): m
+                print(f"{module}: {len(found[module])} mutants, tests take {seconds:.1f} s unmutated "
+                      f"(traced), {len(line_map.order)} tests, "
+                      f"{sum(bool(first[m.key]) for m in found[module])} mutants on lines a test runs", flush=True)
+        jobs_by_mutant = {pool.submit(_run_one, m.module, m.source, first[m.key], timeouts[m.key]): m
                           for module in modules for m in found[module]}
         for future in as_completed(jobs_by_mutant):
             mutant = jobs_by_mutant[future]
@@ -205,6 +274,57 @@ def summary(results: dict[str, dict[str, str]], equivalent: dict[str, str]) -> l
     return lines
 
 
+def fingerprint(module: str) -> str:
+    """What the baseline of a module was measured on (``code_fingerprint`` of its source)."""
+    return code_fingerprint((ROOT / module).read_text())
+
+
+def code_fingerprint(text: str) -> str:
+    """The code of a module without its imports and docstrings (which no mutant touches), so
+    that a module moved to another package, whose imports alone change, keeps its baseline,
+    and any change to its code does not."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.body = [s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom))
+                         and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                  and isinstance(s.value.value, str))] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+def sample(keys: list[str], size: int) -> set[str]:
+    """A fixed sample of ``keys``: the same ``size`` keys on every machine and every run."""
+    return set(sorted(keys, key=lambda key: hashlib.sha256(key.encode()).hexdigest())[:size])
+
+
+def plan(baseline: dict[str, Any], changed_only: bool, size: int = SAMPLE) -> dict[str, set[str] | None]:
+    """What to run: every mutant of every module, or (``changed_only``, as CI does) every mutant
+    of the modules whose source differs from the one their baseline was measured on, and a fixed
+    sample of the mutants the baseline killed for the others."""
+    if not changed_only:
+        return {module: None for module in TESTS}
+    published = baseline.get("source", {})
+    return {module: None if published.get(module) != fingerprint(module)
+            else sample(baseline["killed"].get(module, []), size) for module in TESTS}
+
+
+def problems(results: dict[str, dict[str, str]], baseline: dict[str, Any], whole: set[str]) -> list[str]:
+    """How this run falls short of the published one: a mutant the baseline killed survives; an
+    equivalence listed for a module run whole no longer names a mutant; the score of a module
+    run whole dropped by more than ``NOISE`` points."""
+    found = []
+    for module, keys in baseline["killed"].items():
+        found += [f"killed in the published run, survives now: {key}"
+                  for key in keys if results.get(module, {}).get(key) == "survived"]
+    mutants_now = {key for module in whole for key in results.get(module, {})}
+    found += [f"listed as equivalent, no longer a mutant (the code changed): {key}"
+              for key in sorted(baseline["equivalent"]) if key.split(":", 1)[0] in whole and key not in mutants_now]
+    now = scores({m: s for m, s in results.items() if m in whole}, baseline["equivalent"])
+    found += [f"{module}: score {now[module]}% (published {score}%)"
+              for module, score in baseline["score"].items() if module in now and now[module] < score - NOISE]
+    return found
+
+
 def write_baseline(results: dict[str, dict[str, str]]) -> None:
     """Publish this run: the killed mutants and the scores of the modules it ran (the other
     modules keep their published entries); equivalence reasons are kept (written by hand)."""
@@ -213,29 +333,42 @@ def write_baseline(results: dict[str, dict[str, str]]) -> None:
     baseline = {"score": {**published["score"], **scores(results, equivalent)},
                 "killed": {**published["killed"], **{m: sorted(k for k, s in statuses.items() if s != "survived")
                                                      for m, statuses in results.items()}},
-                "equivalent": equivalent}
+                "equivalent": equivalent,
+                "source": {**published.get("source", {}), **{m: fingerprint(m) for m in results}}}
     BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", choices=sorted(TESTS), help="only this module (repeatable)")
+    parser.add_argument("--changed", action="store_true",
+                        help=f"as CI: every mutant of the modules changed since the baseline, {SAMPLE} of each other")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the run falls short of the baseline")
     parser.add_argument("--out", type=Path, help="write {module: {mutant: status}} as JSON here")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--write-baseline", action="store_true", help=f"publish this run as {BASELINE.name}")
     parser.add_argument("--survivors", type=Path, metavar="RESULTS",
                         help="run only the mutants that survived in this earlier --out file (the rest keep its status)")
     args = parser.parse_args()
+    if args.write_baseline and args.changed:
+        parser.error("--write-baseline needs whole modules, not --changed")
     started = time.monotonic()
-    modules = args.module or list(TESTS)
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
+    todo = {m: only for m, only in plan(baseline, args.changed).items() if not args.module or m in args.module}
     if args.survivors:
         earlier: dict[str, dict[str, str]] = json.loads(args.survivors.read_text())
-        again = run(modules, args.jobs, only={k for s in earlier.values() for k, v in s.items() if v == "survived"})
-        results = {m: {**earlier.get(m, {}), **again[m]} for m in modules}
+        again = run({m: {k for k, v in earlier.get(m, {}).items() if v == "survived"} for m in todo}, args.jobs)
+        results = {m: {**earlier.get(m, {}), **again[m]} for m in todo}
     else:
-        results = run(modules, args.jobs)
-    equivalent = json.loads(BASELINE.read_text())["equivalent"] if BASELINE.exists() else {}
-    print("\n".join(summary(results, equivalent)))
+        results = run(todo, args.jobs)
+    whole = {m for m, only in todo.items() if only is None} | (set(todo) if args.survivors else set())
+    for module in sorted(set(todo) - whole):
+        survived = sorted(k for k, v in results[module].items() if v == "survived")
+        print(f"{module}: unchanged since its baseline; {len(results[module])} of its killed mutants sampled, "
+              f"{len(survived)} survive")
+    equivalent = baseline["equivalent"]
+    if whole:
+        print("\n".join(summary({m: s for m, s in results.items() if m in whole}, equivalent)))
     for statuses in results.values():
         for key, status in sorted(statuses.items()):
             if status == "survived" and key not in equivalent:
@@ -245,6 +378,10 @@ def main() -> None:
         args.out.write_text(json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     if args.write_baseline:
         write_baseline(results)
+    if args.check:
+        found = problems(results, baseline, whole)
+        print("\n".join(found) if found else "no mutant the published run killed survives; no score dropped")
+        sys.exit(1 if found else 0)
 
 
 if __name__ == "__main__":

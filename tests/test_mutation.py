@@ -10,8 +10,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from mutation_coverage import LineMap
 from mutation_operators import mutants
-from mutation_run import BASELINE, ROOT, TESTS, scores, summary
+from mutation_run import (
+    BASELINE,
+    ROOT,
+    TESTS,
+    code_fingerprint,
+    plan,
+    problems,
+    reprinted_lines,
+    sample,
+    scores,
+    summary,
+)
 
 SAMPLE = '''"""A docstring is never mutated."""
 LIMIT: int = 3
@@ -57,29 +69,14 @@ def test_each_module_maps_to_existing_fast_tests() -> None:
         assert files and all((ROOT / f).is_file() for f in files)
 
 
-# Points a module's score may fall below the published one: a few kills depend on timing (an adapter's
-# 0.5 s reply timeout under load), so an idle machine can let one of them survive. Every revived
-# mutant is still printed; a real regression costs more than this.
-NOISE = 2.0
-
-
-@pytest.mark.slow   # about 12 minutes on two idle cores (37 on two shared with four busy sessions)
+@pytest.mark.slow   # CI's share: the modules changed since their baseline, a sample of the others
 def test_no_mutant_the_suite_killed_survives_and_no_score_drops(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "mutation_run.py"), "--out", str(out)],
-                          capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "mutation_run.py"), "--changed", "--check",
+                           "--out", str(out)], capture_output=True, text=True, timeout=3600)
+    print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results: dict[str, dict[str, str]] = json.loads(out.read_text())
-    baseline = json.loads(BASELINE.read_text())
-    revived = [key for module, keys in baseline["killed"].items() for key in keys
-               if results.get(module, {}).get(key) == "survived"]
-    print("killed in the published run, surviving now:", *revived, sep="\n  ")
-    stale = sorted(set(baseline["equivalent"]) - {key for statuses in results.values() for key in statuses})
-    assert not stale, "listed as equivalent, no longer a mutant (the code changed):\n" + "\n".join(stale)
-    now = scores(results, baseline["equivalent"])
-    dropped = {m: (now[m], s) for m, s in baseline["score"].items() if m in now and now[m] < s - NOISE}
-    assert not dropped, (f"mutation score (now, published) dropped: {dropped}\nrevived:\n" + "\n".join(revived)
-                         + f"\n{proc.stdout}")
+    assert json.loads(out.read_text()).keys() == TESTS.keys()
 
 
 def test_the_score_counts_timeouts_as_detected_and_leaves_out_equivalent_mutants() -> None:
@@ -90,7 +87,7 @@ def test_the_score_counts_timeouts_as_detected_and_leaves_out_equivalent_mutants
 
 def test_the_published_baseline_covers_every_module_and_gives_reasons() -> None:
     baseline = json.loads(BASELINE.read_text())
-    assert set(baseline["score"]) == set(baseline["killed"]) == set(TESTS)
+    assert set(baseline["score"]) == set(baseline["killed"]) == set(baseline["source"]) == set(TESTS)
     assert all(reason for reason in baseline["equivalent"].values())
 
 
@@ -100,7 +97,53 @@ def test_writing_the_baseline_of_one_module_keeps_the_others(tmp_path: Path, mon
     path.write_text(json.dumps({"score": {"a.py": 90.0, "b.py": 50.0}, "killed": {"a.py": ["a1"], "b.py": ["b1"]},
                                 "equivalent": {"b2": "why"}}))
     monkeypatch.setattr(mutation_run, "BASELINE", path)
+    monkeypatch.setattr(mutation_run, "fingerprint", lambda module: f"hash of {module}")
     mutation_run.write_baseline({"b.py": {"b1": "killed", "b2": "survived", "b3": "timeout", "b4": "survived"}})
     assert json.loads(path.read_text()) == {"score": {"a.py": 90.0, "b.py": 66.7},
                                             "killed": {"a.py": ["a1"], "b.py": ["b1", "b3"]},
-                                            "equivalent": {"b2": "why"}}
+                                            "equivalent": {"b2": "why"}, "source": {"b.py": "hash of b.py"}}
+
+
+def test_a_mutant_runs_first_the_tests_that_ran_its_line_in_the_order_they_ran() -> None:
+    lines = LineMap(("t.py::a", "t.py::b", "u.py::c"), {3: frozenset({"u.py::c", "t.py::a"}), 4: frozenset()})
+    assert lines.tests_for(3) == ["t.py::a", "u.py::c"]
+    assert lines.tests_for(4) == lines.tests_for(5) == []
+
+
+def test_lines_map_to_where_the_reprinted_source_has_them() -> None:
+    text = 'x = f(1,\n      2)\n\n\n# a comment\nif x:\n    y = (x\n         + 1)\n'
+    assert reprinted_lines(text) == {1: 1, 2: 1, 6: 2, 7: 3, 8: 3}
+
+
+def test_ci_runs_whole_the_modules_changed_since_their_baseline_and_a_fixed_sample_of_the_others() -> None:
+    baseline = json.loads(BASELINE.read_text())
+    changed = next(iter(TESTS))
+    baseline["source"] = {**baseline["source"], changed: "not its source"}
+    todo = plan(baseline, changed_only=True, size=5)
+    assert todo[changed] is None
+    for module in set(TESTS) - {changed}:
+        assert todo[module] == sample(baseline["killed"][module], 5) and len(todo[module] or ()) == 5
+    assert plan(baseline, changed_only=False) == dict.fromkeys(TESTS)
+    assert sample(["a", "b", "c", "d"], 2) == sample(["d", "c", "b", "a"], 2)
+
+
+def test_a_run_falls_short_when_a_killed_mutant_survives_an_equivalence_goes_stale_or_a_score_drops() -> None:
+    baseline = {"killed": {"m.py": ["m.py:f:a", "m.py:f:b"], "n.py": ["n.py:g:a"]},
+                "score": {"m.py": 100.0, "n.py": 90.0},
+                "equivalent": {"m.py:f:e": "why", "n.py:g:gone": "why"}}
+    results = {"m.py": {"m.py:f:a": "killed", "m.py:f:b": "timeout", "m.py:f:e": "survived"},
+               "n.py": {"n.py:g:a": "killed"}}
+    assert problems(results, baseline, whole={"m.py"}) == []
+    assert problems(results, baseline, whole={"m.py", "n.py"}) == [
+        "listed as equivalent, no longer a mutant (the code changed): n.py:g:gone"]
+    results["m.py"]["m.py:f:b"] = "survived"
+    assert problems(results, baseline, whole=set()) == ["killed in the published run, survives now: m.py:f:b"]
+    assert problems(results, baseline, whole={"m.py"})[1] == "m.py: score 50.0% (published 100.0%)"
+
+
+def test_a_module_keeps_its_baseline_when_only_its_imports_or_docstrings_change() -> None:
+    moved = SAMPLE.replace('"""A docstring is never mutated."""', 'from x import y\nimport z').replace(
+        '"""Nor is this one."""', '"""Reworded."""\n    import w')
+    assert code_fingerprint(moved) == code_fingerprint(SAMPLE)
+    assert code_fingerprint(SAMPLE.replace("a += 1", "a += 2")) != code_fingerprint(SAMPLE)
+    assert code_fingerprint(SAMPLE.replace("LIMIT: int = 3", "LIMIT: int = 4")) != code_fingerprint(SAMPLE)
