@@ -145,5 +145,9 @@ def test_a_module_keeps_its_baseline_when_only_its_imports_or_docstrings_change(
     moved = SAMPLE.replace('"""A docstring is never mutated."""', 'from x import y\nimport z').replace(
         '"""Nor is this one."""', '"""Reworded."""\n    import w')
     assert code_fingerprint(moved) == code_fingerprint(SAMPLE)
+    renamed = SAMPLE.replace("log(a, b)", "journal.log(a, b)")
+    moved_too = "from . import logs as journal\n" + renamed
+    assert code_fingerprint("import journal\n" + renamed) == code_fingerprint(moved_too)
+    assert code_fingerprint(renamed) != code_fingerprint("import journal\n" + renamed)
     assert code_fingerprint(SAMPLE.replace("a += 1", "a += 2")) != code_fingerprint(SAMPLE)
     assert code_fingerprint(SAMPLE.replace("LIMIT: int = 3", "LIMIT: int = 4")) != code_fingerprint(SAMPLE)
