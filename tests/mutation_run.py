@@ -58,7 +58,7 @@ TESTS: dict[str, tuple[str, ...]] = {
                             "tests/test_durable_snapshots.py",
                             "tests/test_journal_durable.py", "tests/test_durable_approvals.py",
                             "tests/test_crash_faults.py", "tests/test_durable_interrupt.py",
-                            "tests/test_durable_tool_call.py"),
+                            "tests/test_durable_tool_call.py", "tests/test_durable_decision_lines.py"),
     "verify/conformance/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
                                       "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
                                       "tests/test_conformance_history.py"),
