@@ -27,12 +27,10 @@ class _ContextPerTest:
 
     def __init__(self, cov: coverage.Coverage) -> None:
         self.cov = cov
-        self.order: list[str] = []
-        self.seconds: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}   # in the order the tests ran
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, None]:
-        self.order.append(item.nodeid)
         self.cov.switch_context(item.nodeid)
         started = time.monotonic()
         yield
@@ -72,7 +70,7 @@ def measure(source: Path, tests: list[str], args: list[str], out: Path) -> int:
     by_line = cov.get_data().contexts_by_lineno(str(source))
     lines = {str(line): sorted(n for n in nodes if n) for line, nodes in by_line.items()}
     lines = {line: nodes for line, nodes in lines.items() if nodes}
-    out.write_text(json.dumps({"order": plugin.order, "seconds": plugin.seconds, "lines": lines}))
+    out.write_text(json.dumps({"seconds": plugin.seconds, "lines": lines}))
     return int(code)
 
 
@@ -81,4 +79,4 @@ def load(path: Path) -> LineMap:
     if not path.is_file() or path.stat().st_size == 0:
         return LineMap()
     data = json.loads(path.read_text())
-    return LineMap(tuple(data["order"]), {int(k): frozenset(v) for k, v in data["lines"].items()}, data["seconds"])
+    return LineMap(tuple(data["seconds"]), {int(k): frozenset(v) for k, v in data["lines"].items()}, data["seconds"])

@@ -230,11 +230,14 @@ def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True) ->
             reprinted = reprinted_lines((ROOT / module).read_text())
             for m in found[module]:
                 first[m.key] = line_map.tests_for(reprinted.get(m.line, -1))
+                if first[m.key] == list(line_map.order):
+                    first[m.key] = []   # every test runs the line: the whole list at once, not twice
                 timeouts[m.key] = (3 * line_map.cost(first[m.key]) + 20, 2 * seconds + 10)
             if log:
                 print(f"{module}: {len(found[module])} mutants, tests take {seconds:.1f} s unmutated "
                       f"(traced), {len(line_map.order)} tests, "
-                      f"{sum(bool(first[m.key]) for m in found[module])} mutants on lines a test runs", flush=True)
+                      f"{sum(bool(first[m.key]) for m in found[module])} mutants run the tests of their line first",
+                      flush=True)
         jobs_by_mutant = {pool.submit(_run_one, m.module, m.source, first[m.key], timeouts[m.key]): m
                           for module in modules for m in found[module]}
         for future in as_completed(jobs_by_mutant):
