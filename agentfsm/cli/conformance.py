@@ -17,7 +17,8 @@ from typing import TextIO, TypeAlias
 
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.limits import reporting_limits
-from agentfsm.cli.util import add_set_option, json_envelope, load_tables
+from agentfsm.cli.system_audit import run_system_audit
+from agentfsm.cli.util import add_set_option, json_envelope, load_tables, split_systems
 from agentfsm.spec.model import Table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.vectorfile import (
@@ -42,6 +43,7 @@ from agentfsm.verify.conformance.harness import (
     split_command,
 )
 from agentfsm.verify.junit import junit_xml
+from agentfsm.verify.system.audit import DEFAULT_LIMIT, DEFAULT_MAX_SILENT
 from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, explore
 
 Sub: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -341,15 +343,31 @@ def _register_audit(sub: Sub) -> None:
         description="Observational conformance: replay a log of {event, params, state, actions[, accepted, vars]} "
                     "steps ({\"reset\": true} starts a new session; the output of run --json is read as it is) "
                     "through the table and report, for each session that parts from it, the first step where it "
-                    "does. Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
-    parser.add_argument("table", metavar="TABLE")
-    parser.add_argument("log", metavar="LOG")
+                    "does. Given a system, check that some interleaving of its steps explains the logs of its "
+                    "processes (one per process as INSTANCE=FILE, or one naming each record's instance; "
+                    "docs/systems.md). Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
+    parser.add_argument("table", metavar="TABLE|SYSTEM")
+    parser.add_argument("log", metavar="LOG", nargs="+")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--mapping", metavar="FILE",
+                        help="a system's audit mapping (default: SYSTEM.audit.yaml beside it, when there)")
+    parser.add_argument("--max-silent", type=int, default=DEFAULT_MAX_SILENT, metavar="N",
+                        help=f"unlogged steps searched between two records (default {DEFAULT_MAX_SILENT})")
+    parser.add_argument("--max-configurations", type=int, default=DEFAULT_LIMIT, metavar="N",
+                        help=f"configurations searched at one position of the logs (default {DEFAULT_LIMIT:,})")
+    parser.add_argument("--chart", metavar="FILE.svg|FILE.mmd",
+                        help="a system's logs that part from it: draw the explained prefix as a sequence chart")
     add_set_option(parser)
     parser.set_defaults(func=reporting_limits(run_audit))
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    _, systems, parsed = split_systems([args.table])
+    if systems:
+        return run_system_audit(args, args.table, parsed)
+    if len(args.log) != 1 or args.mapping or args.chart:
+        raise BadInput("a table's audit reads one log (several logs, --mapping and --chart are for a system)")
+    args.log = args.log[0]
     table = _one_table(args)
     try:
         result = audit(table, read_log(args.log))

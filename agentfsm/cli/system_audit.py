@@ -1,0 +1,128 @@
+"""``agentfsm audit SYSTEM LOG...``: what the audit of logs against a system prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.util import json_envelope, load_systems
+from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg
+from agentfsm.spec.audit_mapping import AuditMapping, MappingError, load_mapping, plain_mapping
+from agentfsm.spec.system_log import LogError, LoggedStep, read_logs, split_arg, text
+from agentfsm.spec.system_model import System
+from agentfsm.spec.system_trace import SystemTrace, describe_config
+from agentfsm.spec.yamlio import Document
+from agentfsm.verify.system.audit import SystemAudit, audit_system
+from agentfsm.verify.system.paths import format_steps
+
+
+def default_mapping(system_path: str) -> Path | None:
+    """The mapping beside the system: ``NAME.audit.yaml`` for ``NAME.yaml``, when it exists."""
+    path = Path(system_path)
+    candidate = path.with_name(path.name.removesuffix(".yaml").removesuffix(".yml") + ".audit.yaml")
+    return candidate if candidate.exists() else None
+
+
+def mapping_for(system: System, system_path: str, given: str | None, logs: list[str]) -> AuditMapping:
+    chosen = given or default_mapping(system_path)
+    if chosen is None:
+        return plain_mapping(system, _unnamed(system, logs))
+    try:
+        return load_mapping(system, chosen)
+    except MappingError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _unnamed(system: System, logs: list[str]) -> list[int]:
+    """Without a mapping, the instances no log names are the silent ones (read the logs once more)."""
+    named: set[str] = set()
+    for arg in logs:
+        owner, path = split_arg(arg)
+        if owner is not None:
+            named.add(owner)
+            continue
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue   # read_logs reports it
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("instance"), str):
+                named.add(record["instance"])
+    return [inst.index for inst in system.instances if inst.name not in named]
+
+
+def run_system_audit(args: argparse.Namespace, path: str, parsed: dict[str, Document]) -> int:
+    [system] = load_systems([path], parsed)
+    mapping = mapping_for(system, path, args.mapping, args.log)
+    try:
+        logs = read_logs(system, mapping, args.log)
+    except LogError as exc:
+        raise BadInput(str(exc)) from None
+    result = audit_system(system, mapping, logs, args.max_silent, args.max_configurations)
+    if args.chart and not result.ok:
+        _draw(system, result, args.chart)
+    if args.json:
+        print(json.dumps(json_envelope("audit", audit_json(system, result))))
+    else:
+        print("\n".join(format_system_audit(system, result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _draw(system: System, result: SystemAudit, out: str) -> None:
+    trace = SystemTrace(system.name, None, "audit", tuple(label for label, _, _ in result.prefix))
+    steps = list(result.prefix)
+    data = (sequence_mermaid(system, steps, trace).encode() if out.endswith((".mmd", ".mermaid"))
+            else sequence_svg(system, steps, trace))
+    try:
+        Path(out).write_bytes(data)
+    except OSError as exc:
+        raise BadInput(f"cannot write {out}: {exc.strerror}") from None
+
+
+def compact(system: System, configs: tuple[Any, ...]) -> list[str]:
+    """A set of configurations, one line per instance with its distinct states and mailboxes."""
+    if len(configs) == 1:
+        return describe_config(system, configs[0])
+    per_instance: list[dict[str, None]] = [{} for _ in system.instances]
+    for config in configs:
+        for k, line in enumerate(describe_config(system, config)[:len(system.instances)]):
+            per_instance[k].setdefault(line.strip().split(": ", 1)[1], None)
+    return [f"    {inst.name}: " + " | ".join(seen) for inst, seen in zip(system.instances, per_instance, strict=True)]
+
+
+def format_system_audit(system: System, result: SystemAudit) -> list[str]:
+    if result.ok:
+        return [f"audit {system.name}: {result.records} logged steps explained by an interleaving of the system "
+                f"({result.configurations:,} configurations searched)"]
+    lines = []
+    for step in result.unexplained:
+        why = f": {step.problem}" if step.problem else ""
+        lines.append(f"{step.where()}: not explained: {text(system, step) if step.event else 'record'}{why}")
+    lines.append(f"  just before it the system could be in {len(result.before)} configuration(s):")
+    lines.extend(compact(system, result.before))
+    lines.append(f"  one interleaving explaining the {result.explained} steps before it:")
+    shown = format_steps(system, list(result.prefix)) if result.prefix else []
+    lines.extend(shown[:shown.index("  reached:")] if shown else ["    (none: it is the first)"])
+    first = result.unexplained[0]
+    lines.append(f"audit {system.name}: {result.explained} of {result.records} logged steps explained; "
+                 f"the logs part from the system at {first.where()} (first)")
+    return lines
+
+
+def audit_json(system: System, result: SystemAudit) -> dict[str, Any]:
+    def record(step: LoggedStep) -> dict[str, Any]:
+        return {"file": step.file, "line": step.line, "step": text(system, step) if step.event else "",
+                "problem": step.problem}
+    return {"system": system.name, "steps": result.records, "explained": result.explained, "ok": result.ok,
+            "configurations": result.configurations,
+            "unexplained": [record(s) for s in result.unexplained],
+            "before": [describe_config(system, c) for c in result.before],
+            "prefix": SystemTrace(system.name, None, "audit",
+                                  tuple(label for label, _, _ in result.prefix)).to_json(system)["steps"]}
