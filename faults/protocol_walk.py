@@ -1,0 +1,208 @@
+"""Model-based testing of the durable protocol: a deterministic scheduler walks the system
+``spec/systems/durable-run-fixed.yaml`` and performs each step of its store and its tool on the
+real code — an owned store's ``acquire`` and fenced ``append`` (SQLite, or PostgreSQL) and a
+ledger tool's fenced execution and status query — checking that the real answer is the message
+the model's step sends (like ``conform`` for one table, for the protocol).
+
+The walk takes the system's steps (``agentfsm.verify.system.step``, the verifier's own
+successor function), chosen by a seeded random generator, so a walk is reproducible from its
+seed. What the model abstracts is mapped, never guessed:
+
+- a worker's fencing token is the token in the message it sends; the scheduler writes with a
+  lease of that token, as the worker would;
+- the model's lease ends (``Expire``, the completing write, blocking) where the real lease's
+  expiry passes (the scheduler sets it in the past: time is the scheduler's);
+- a claim the model grants after the run finished or blocks past ``max_claims`` ends the walk:
+  the code blocks on started attempts (``Options.max_attempts``), not on claims, and past the
+  completion the worker stops without writing;
+- the tool's execution is the ledger's line, written when it takes ``Run``; the model's
+  ``Busy`` window (between ``Run`` and ``Finish``) has no counterpart in a ledger, so a status
+  query there ends the walk.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentfsm.impl.durable.journal import COMPLETED, CREATED, STARTED, Entry
+from agentfsm.impl.durable.leases import Lease, LeaseLost, OwnedStore, RunHeld
+from agentfsm.impl.durable.ledger import Fenced, Ledger
+from agentfsm.spec.expr import Value
+from agentfsm.spec.system_model import System
+from agentfsm.spec.system_trace import Label, label_text
+from agentfsm.verify.system.step import Config, Effect, Stepper, initial_config
+
+KEY = "run/2/0"
+Answer = tuple[str, tuple[Value, ...]]   # the message the step sends back: (event, params)
+
+
+class RealProtocol:
+    """One run on a real store and a real ledger, as the model's store and tool instances."""
+
+    def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.run_id = run_id
+        self.seconds = lease_seconds
+        store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
+
+    def _lease(self, who: int, token: int) -> Lease:
+        return Lease(self.run_id, "", token, f"worker-{who}", self.seconds, owned=True)
+
+    def journal(self) -> int:
+        kinds = [r.kind for r in self.store.records(self.run_id) if r.body.get("key") == KEY]
+        return 2 if COMPLETED in kinds else 1 if STARTED in kinds else 0
+
+    def claim(self, who: int) -> Answer:
+        try:
+            lease = self.store.acquire(self.run_id, f"worker-{who}", self.seconds)
+        except RunHeld:
+            return "Refused", ()
+        return "Granted", (lease.token, self.journal())
+
+    def expire(self) -> None:
+        """Time passes past the lease (the scheduler's clock)."""
+        past = "to_timestamp(0)" if type(self.store).__module__.endswith("postgres") else "0"
+        with self.store._transaction():  # type: ignore[attr-defined]
+            self.store._execute(f"UPDATE owners SET expires_at = {past} WHERE run_id = ?",  # type: ignore[attr-defined]
+                                (self.run_id,))
+
+    def write(self, kind: str, who: int, token: int) -> Answer:
+        body = {"key": KEY, "attempt": 1, "retry": False} if kind == STARTED else \
+            {"key": KEY, "outcome": "completed", "result": None, "via": "run"}
+        try:
+            self.store.append(self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())],
+                              fence=self._lease(who, token))
+        except LeaseLost:
+            return "Rejected", ()
+        return "Ack", ()
+
+    def run(self, token: int) -> Answer | None:
+        try:
+            self.ledger.execute(KEY, token)
+        except Fenced:
+            return "ToolRefused", ()
+        return None
+
+    def status(self, token: int) -> Answer:
+        self.ledger.fence(KEY, token)
+        return ("StatusDone", ()) if self.ledger.executions()[KEY] else ("StatusNotRun", ())
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step where the real code answered otherwise than the model."""
+
+    seed: int
+    step: int
+    label: str
+    model: str
+    real: str
+    steps: tuple[tuple[Label, Config, Effect], ...]
+
+    def __str__(self) -> str:
+        return (f"walk {self.seed}, step {self.step}: {self.label}: the model sends {self.model}, "
+                f"the real code {self.real}")
+
+
+@dataclass
+class Walked:
+    """What the walks covered: steps taken, real calls checked, walks ended early (and why)."""
+
+    walks: int = 0
+    steps: int = 0
+    checked: int = 0
+    configurations: int = 0
+    ended: dict[str, int] | None = None
+    seconds: float = 0.0
+
+
+def _sent(system: System, effect: Effect) -> Answer | None:
+    if not effect.sent:
+        return None
+    sent = effect.sent[0]
+    return sent.event, sent.params
+
+
+def _shown(system: System, answer: Answer | None) -> str:
+    if answer is None:
+        return "nothing"
+    event, params = answer
+    return event + ("(" + ", ".join(map(str, params)) + ")" if params else "")
+
+
+def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Walked,
+         seen: set[Config] | None = None) -> Divergence | None:
+    """One seeded walk of up to ``length`` steps; the first divergence, or None."""
+    rng = random.Random(seed)
+    stepper = Stepper(system)
+    store, tool = system.instance("store").index, system.instance("tool").index
+    config = initial_config(system)
+    done: list[tuple[Label, Config, Effect]] = []
+    walked.walks += 1
+    for n in range(1, length + 1):
+        choices = [s for s in stepper.successors(config) if s[1] is not config]
+        if not choices:
+            return None
+        label, after, effect = rng.choice(choices)
+        kind, i, event, params, _ = label
+        done.append((label, after, effect))
+        walked.steps += 1
+        if seen is not None:
+            seen.add(after)
+        if kind in ("deliver", "env") and i in (store, tool):
+            stop = _outside(system, config, after, i == store, event)
+            if stop:
+                walked.ended = walked.ended or {}
+                walked.ended[stop] = walked.ended.get(stop, 0) + 1
+                return None
+            model = _sent(system, effect)
+            real_call = _CALLS.get(event)
+            actual = real_call(real, params) if real_call is not None else model
+            walked.checked += real_call is not None
+            if actual != model:
+                return Divergence(seed, n, label_text(system, label), _shown(system, model), _shown(system, actual),
+                                  tuple(done))
+        if i == store and _lease_ended(system, config, after):
+            real.expire()
+        config = after
+    return None
+
+
+# The real call of each store and tool event ("Expire" and "Finish" are time passing: no call).
+_CALLS: dict[str, Callable[[RealProtocol, tuple[Value, ...]], Answer | None]] = {
+    "Claim": lambda real, params: real.claim(int(params[0])),
+    "WriteStarted": lambda real, params: real.write(STARTED, int(params[0]), int(params[1])),
+    "WriteCompleted": lambda real, params: real.write(COMPLETED, int(params[0]), int(params[1])),
+    "Run": lambda real, params: real.run(int(params[1])),
+    "Status": lambda real, params: real.status(int(params[1])),
+}
+
+
+def _var(system: System, config: Config, instance: int, name: str) -> Value:
+    table = system.instances[instance].table
+    names = [v.name for v in table.variables]
+    return config[0][instance][1][names.index(name)]
+
+
+def _lease_ended(system: System, before: Config, after: Config) -> bool:
+    store = system.instance("store").index
+    return bool(_var(system, before, store, "leased")) and not _var(system, after, store, "leased")
+
+
+def _outside(system: System, before: Config, after: Config, is_store: bool, event: str) -> str:
+    """Why this step is past what the code and the model share ('' when it is not)."""
+    store = system.instance("store").index
+    states = system.instances[store].table.states
+    if is_store and event == "Claim" and states[before[0][store][0]].name != "Open":
+        return "claim after the run finished or blocked"
+    if is_store and states[after[0][store][0]].name == "Blocked":
+        return "claims past max_claims"
+    tool = system.instance("tool").index
+    busy = _var(system, before, tool, "busy0") or _var(system, before, tool, "busy1")
+    if not is_store and event == "Status" and busy:
+        return "status query while the model's tool is busy"
+    return ""
