@@ -12,12 +12,12 @@ seed. What the model abstracts is mapped, never guessed:
   lease of that token, as the worker would;
 - the model's lease ends (``Expire``, the completing write, blocking) where the real lease's
   expiry passes (the scheduler sets it in the past: time is the scheduler's);
-- a claim the model grants after the run finished or blocks past ``max_claims`` ends the walk:
-  the code blocks on started attempts (``Options.max_attempts``), not on claims, and past the
-  completion the worker stops without writing;
+- the walk takes no claim the model would grant after the run finished or block past
+  ``max_claims``: the code blocks on started attempts (``Options.max_attempts``), not on
+  claims, and past the completion a worker stops without writing;
 - the tool's execution is the ledger's line, written when it takes ``Run``; the model's
-  ``Busy`` window (between ``Run`` and ``Finish``) has no counterpart in a ledger, so a status
-  query there ends the walk.
+  ``Busy`` window (between ``Run`` and ``Finish``) has no counterpart in a ledger, so the walk
+  takes no status query there.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.journal import COMPLETED, CREATED, STARTED, Entry
 from agentfsm.impl.durable.leases import Lease, LeaseLost, OwnedStore, RunHeld
@@ -110,14 +110,12 @@ class Divergence:
 
 @dataclass
 class Walked:
-    """What the walks covered: steps taken, real calls checked, walks ended early (and why)."""
+    """What the walks covered: steps taken, real calls checked, steps avoided (and why)."""
 
     walks: int = 0
     steps: int = 0
     checked: int = 0
-    configurations: int = 0
-    ended: dict[str, int] | None = None
-    seconds: float = 0.0
+    avoided: dict[str, int] = field(default_factory=dict)
 
 
 def _sent(system: System, effect: Effect) -> Answer | None:
@@ -144,21 +142,22 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
     done: list[tuple[Label, Config, Effect]] = []
     walked.walks += 1
     for n in range(1, length + 1):
-        choices = [s for s in stepper.successors(config) if s[1] is not config]
+        choices = []
+        for label, after, effect in stepper.successors(config):
+            why = _outside(system, config, after, label) if after is not config else "no step"
+            if why:
+                walked.avoided[why] = walked.avoided.get(why, 0) + 1
+            else:
+                choices.append((label, after, effect))
         if not choices:
             return None
-        label, after, effect = rng.choice(choices)
+        label, after, effect = rng.choices(choices, [_WEIGHTS.get(c[0][0], 1.0) for c in choices])[0]
         kind, i, event, params, _ = label
         done.append((label, after, effect))
         walked.steps += 1
         if seen is not None:
             seen.add(after)
         if kind in ("deliver", "env") and i in (store, tool):
-            stop = _outside(system, config, after, i == store, event)
-            if stop:
-                walked.ended = walked.ended or {}
-                walked.ended[stop] = walked.ended.get(stop, 0) + 1
-                return None
             model = _sent(system, effect)
             real_call = _CALLS.get(event)
             actual = real_call(real, params) if real_call is not None else model
@@ -171,6 +170,10 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         config = after
     return None
 
+
+# A guided walk: a worker stalls late (the one stall the system allows is not spent at once) and,
+# stalled, wakes seldom, so that its lease lapses under it and the other worker claims.
+_WEIGHTS = {"wake": 0.1, "stall": 0.3}
 
 # The real call of each store and tool event ("Expire" and "Finish" are time passing: no call).
 _CALLS: dict[str, Callable[[RealProtocol, tuple[Value, ...]], Answer | None]] = {
@@ -193,9 +196,14 @@ def _lease_ended(system: System, before: Config, after: Config) -> bool:
     return bool(_var(system, before, store, "leased")) and not _var(system, after, store, "leased")
 
 
-def _outside(system: System, before: Config, after: Config, is_store: bool, event: str) -> str:
-    """Why this step is past what the code and the model share ('' when it is not)."""
+def _outside(system: System, before: Config, after: Config, label: Label) -> str:
+    """Why this step is past what the code and the model share ('' when it is not): the walk
+    takes another."""
+    kind, i, event, _, _ = label
     store = system.instance("store").index
+    is_store = i == store
+    if kind not in ("deliver", "env") or i not in (store, system.instance("tool").index):
+        return ""
     states = system.instances[store].table.states
     if is_store and event == "Claim" and states[before[0][store][0]].name != "Open":
         return "claim after the run finished or blocked"

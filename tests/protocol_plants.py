@@ -1,0 +1,65 @@
+"""Planted protocol defects, each a plausible mistake in the real durable code, installed as a
+test-only monkeypatch (never a flag in the product): what the model-based walks and the audit
+must catch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from agentfsm.impl.durable.leases import Lease
+from agentfsm.impl.durable.ledger import MemoryLedger
+from agentfsm.impl.stores.sqlite import SqliteStore
+
+
+def journal_unfenced(mp: pytest.MonkeyPatch) -> None:
+    """The journal's append skips the fencing check: a write under a lost lease lands."""
+    mp.setattr(SqliteStore, "_check_fence", lambda self, lease: None)
+
+
+def tool_unfenced(mp: pytest.MonkeyPatch) -> None:
+    """The tool runs a call whatever its token: a fenced-out owner still performs the effect."""
+    def execute(self: MemoryLedger, key: str, token: int = 0) -> None:
+        self._counts[key] += 1
+    mp.setattr(MemoryLedger, "execute", execute)
+
+
+def status_unfenced(mp: pytest.MonkeyPatch) -> None:
+    """The status query answers without fencing the key: its `not run` is acted on while an
+    older owner's call may still land."""
+    mp.setattr(MemoryLedger, "fence", lambda self, key, token: None)
+
+
+def claim_ignores_owner(mp: pytest.MonkeyPatch) -> None:
+    """A resume takes the run without a claim that excludes the live owner (its lease's expiry,
+    renewed by the owner's heartbeat, is not looked at)."""
+    original = SqliteStore.acquire
+
+    def acquire(self: SqliteStore, run_id: str, owner: str, seconds: float) -> Lease:
+        with self._transaction():
+            self._conn.execute("UPDATE owners SET expires_at = 0 WHERE run_id = ?", (run_id,))
+        return original(self, run_id, owner, seconds)
+    mp.setattr(SqliteStore, "acquire", acquire)
+
+
+def claim_keeps_token(mp: pytest.MonkeyPatch) -> None:
+    """A claim that takes over a run keeps the previous owner's fencing token."""
+    original = SqliteStore.acquire
+
+    def acquire(self: SqliteStore, run_id: str, owner: str, seconds: float) -> Lease:
+        lease = original(self, run_id, owner, seconds)
+        if lease.token > 1:
+            with self._transaction():
+                self._conn.execute("UPDATE owners SET token = token - 1 WHERE run_id = ?", (run_id,))
+            lease.token -= 1
+        return lease
+    mp.setattr(SqliteStore, "acquire", acquire)
+
+
+PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "journal-unfenced": journal_unfenced,
+    "tool-unfenced": tool_unfenced,
+    "status-unfenced": status_unfenced,
+    "claim-ignores-owner": claim_ignores_owner,
+    "claim-keeps-token": claim_keeps_token,
+}
