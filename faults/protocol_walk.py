@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentfsm.impl.durable.journal import COMPLETED, CREATED, STARTED, Entry
+from agentfsm.impl.durable.journal import COMPLETED, CREATED, JSON, STARTED, Entry
 from agentfsm.impl.durable.leases import Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.impl.durable.ledger import Fenced, Ledger
 from agentfsm.spec.expr import Value
 from agentfsm.spec.system_model import System
-from agentfsm.spec.system_trace import Label, label_text
+from agentfsm.spec.system_trace import Label, label_text, param_names
 from agentfsm.verify.system.step import Config, Effect, Stepper, initial_config
 
 KEY = "run/2/0"
@@ -133,8 +133,9 @@ def _shown(system: System, answer: Answer | None) -> str:
 
 
 def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Walked,
-         seen: set[Config] | None = None) -> Divergence | None:
-    """One seeded walk of up to ``length`` steps; the first divergence, or None."""
+         seen: set[Config] | None = None, log: list[dict[str, JSON]] | None = None) -> Divergence | None:
+    """One seeded walk of up to ``length`` steps; the first divergence, or None. ``log`` gets the
+    walk's records as a program logs them (the real answers; ``spec/systems/audit/`` maps them)."""
     rng = random.Random(seed)
     stepper = Stepper(system)
     store, tool = system.instance("store").index, system.instance("tool").index
@@ -157,18 +158,45 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         walked.steps += 1
         if seen is not None:
             seen.add(after)
+        model = actual = _sent(system, effect)
         if kind in ("deliver", "env") and i in (store, tool):
-            model = _sent(system, effect)
             real_call = _CALLS.get(event)
             actual = real_call(real, params) if real_call is not None else model
             walked.checked += real_call is not None
-            if actual != model:
-                return Divergence(seed, n, label_text(system, label), _shown(system, model), _shown(system, actual),
-                                  tuple(done))
+        if log is not None and kind in ("deliver", "env") and effect.status == "fired":
+            log.append(_record(system, label, actual))
+        if actual != model:
+            return Divergence(seed, n, label_text(system, label), _shown(system, model), _shown(system, actual),
+                              tuple(done))
         if i == store and _lease_ended(system, config, after):
             real.expire()
         config = after
     return None
+
+
+_ANSWERS = {"Granted": "granted", "Refused": "refused", "Ack": "ack", "Rejected": "rejected",
+            "ToolRefused": "refused", "StatusNotRun": "not-run", "StatusDone": "done"}
+
+
+def _record(system: System, label: Label, answer: Answer | None) -> dict[str, JSON]:
+    """A step as the program logs it: a worker's own step, or the store's or tool's real answer."""
+    _, i, event, params, _ = label
+    inst = system.instances[i]
+    if inst.group == "worker":
+        named = {k: v for k, v in param_names(system, i, event, params).items()}
+        return {"op": "worker", "owner": f"worker-{inst.member}", "event": event, **named}
+    given = param_names(system, i, event, params)
+    owner = {"owner": f"worker-{given['who']}"} if "who" in given else {}
+    token = {"token": given["token"]} if "token" in given else {}
+    reply = _ANSWERS.get(answer[0], "") if answer is not None else "ran"
+    if event == "Claim":
+        granted = {"token": answer[1][0], "journal": answer[1][1]} if answer is not None and answer[1] else {}
+        return {"op": "claim", **owner, "result": reply, **granted}
+    if event in ("WriteStarted", "WriteCompleted"):
+        return {"op": "write", "what": event.removeprefix("Write").lower(), **owner, **token, "result": reply}
+    if event == "Status":
+        return {"op": "status", **owner, **token, "answer": reply}
+    return {"op": event.lower(), **owner, **token, **({"result": reply} if event == "Run" else {})}
 
 
 # A guided walk: a worker stalls late (the one stall the system allows is not spent at once) and,

@@ -10,6 +10,7 @@ no knowledge of any program's records.
     records:                           # first rule whose `when` fields all equal the record's
       - when: {FIELD: VALUE, ...}
         steps: [{instance: "worker[$who]", event: Granted, params: {token: $token}}, ...]
+        # a step may say what it sends: sends: {event: Ack} (the receiver's event), {} for nothing
 
 ``$FIELD`` in a step's instance or parameter stands for the record's field (a numbered
 field: the member number of its value). A rule with no steps drops the record (a line the
@@ -164,12 +165,14 @@ def translate(mapping: AuditMapping, numbering: Numbering, record: Mapping[str, 
 
 def _fill(step: Mapping[str, Any], numbering: Numbering, record: Mapping[str, Any]) -> dict[str, Any]:
     def sub(template: Any) -> Any:
+        if isinstance(template, dict):
+            return {k: sub(v) for k, v in template.items()}
         if not isinstance(template, str):
             return template
         whole = _FIELD.fullmatch(template)
         if whole:
             return numbering.value(whole.group(1), record)
         return _FIELD.sub(lambda m: str(numbering.value(m.group(1), record)), template)
-    filled = {k: sub(v) for k, v in step.items() if k != "params"}
-    filled["params"] = {k: sub(v) for k, v in (step.get("params") or {}).items()}
+    filled: dict[str, Any] = sub(dict(step))
+    filled.setdefault("params", {})
     return filled

@@ -37,6 +37,7 @@ class LoggedStep:
     params: tuple[tuple[int, Value], ...] = ()
     state: int | None = None
     problem: str = ""            # why no step of the system can be this one
+    sends: tuple[str, tuple[tuple[str, Value], ...]] | None = None   # the message it sends ("": none)
 
     def where(self) -> str:
         return f"{self.file}:{self.line}"
@@ -50,7 +51,12 @@ def text(system: System, step: LoggedStep) -> str:
     what = step.kind if step.kind not in (None, "env", "deliver") else ""
     event = f"{step.event}({shown})" if shown else step.event
     after = f" -> {inst.table.states[step.state].name}" if step.state is not None else ""
-    return f"{inst.name} {what or 'takes'} {event}".rstrip() + after
+    sent = ""
+    if step.sends is not None:
+        message, values = step.sends
+        named = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values)
+        sent = f", sending {message}({named})" if named else f", sending {message or 'nothing'}"
+    return f"{inst.name} {what or 'takes'} {event}".rstrip() + after + sent
 
 
 def split_arg(arg: str) -> tuple[str | None, str]:
@@ -132,8 +138,9 @@ def _step(system: System, path: str, number: int, item: Mapping[str, Any]) -> Lo
     if state is not None and state not in table.state_index:
         raise LogError(f"{where}: error: {table.machine} has no state {state!r}")
     state_index = table.state_index[state] if state is not None else None
+    sends = _sends(where, item.get("sends"))
     if not event:
-        return LoggedStep(path, number, inst.index, "", kind, (), state_index)
+        return LoggedStep(path, number, inst.index, "", kind, (), state_index, sends=sends)
     decl = table.event_index.get(event)
     if decl is None:
         raise LogError(f"{where}: error: {inst.name} ({table.machine}) has no event {event!r}")
@@ -151,6 +158,20 @@ def _step(system: System, path: str, number: int, item: Mapping[str, Any]) -> Lo
                            f"{'true or false' if param.type == 'bool' else 'an integer'}, got {value!r}")
         if not param.admits(value):
             return LoggedStep(path, number, inst.index, event, kind, tuple(pinned), state_index,
-                              f"{key}={value} is past the system's bounds ({param.lo}..{param.hi})")
+                              f"{key}={value} is past the system's bounds ({param.lo}..{param.hi})", sends)
         pinned.append((positions[key], value))
-    return LoggedStep(path, number, inst.index, event, kind, tuple(sorted(pinned)), state_index)
+    return LoggedStep(path, number, inst.index, event, kind, tuple(sorted(pinned)), state_index, sends=sends)
+
+
+def _sends(where: str, given: object) -> tuple[str, tuple[tuple[str, Value], ...]] | None:
+    """``sends``: the message the step sends, ``{"event", "params"}`` (named as its receiver's
+    event names them), or ``{}`` for none."""
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise LogError(f"{where}: error: 'sends' must be an object")
+    event, params = given.get("event", ""), given.get("params") or {}
+    if not isinstance(event, str) or not isinstance(params, dict) or \
+            not all(isinstance(v, int) for v in params.values()):
+        raise LogError(f"{where}: error: 'sends' must be {{\"event\": NAME, \"params\": {{NAME: VALUE}}}}")
+    return event, tuple(sorted(params.items()))

@@ -350,7 +350,8 @@ def _register_audit(sub: Sub) -> None:
     parser.add_argument("log", metavar="LOG", nargs="+")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--mapping", metavar="FILE",
-                        help="a system's audit mapping (default: SYSTEM.audit.yaml beside it, when there)")
+                        help="a system's audit mapping (default: audit/NAME.yaml in the system's folder, when there; "
+                             "none: the records are steps as they are)")
     parser.add_argument("--max-silent", type=int, default=DEFAULT_MAX_SILENT, metavar="N",
                         help=f"unlogged steps searched between two records (default {DEFAULT_MAX_SILENT})")
     parser.add_argument("--max-configurations", type=int, default=DEFAULT_LIMIT, metavar="N",

@@ -20,14 +20,14 @@ from agentfsm.verify.system.paths import format_steps
 
 
 def default_mapping(system_path: str) -> Path | None:
-    """The mapping beside the system: ``NAME.audit.yaml`` for ``NAME.yaml``, when it exists."""
+    """The mapping kept with the system: ``audit/NAME.yaml`` in the system's folder, when it exists."""
     path = Path(system_path)
-    candidate = path.with_name(path.name.removesuffix(".yaml").removesuffix(".yml") + ".audit.yaml")
+    candidate = path.parent / "audit" / path.name
     return candidate if candidate.exists() else None
 
 
 def mapping_for(system: System, system_path: str, given: str | None, logs: list[str]) -> AuditMapping:
-    chosen = given or default_mapping(system_path)
+    chosen = None if given == "none" else given or default_mapping(system_path)
     if chosen is None:
         return plain_mapping(system, _unnamed(system, logs))
     try:

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentfsm.spec.audit_mapping import AuditMapping
+from agentfsm.spec.expr import Value
 from agentfsm.spec.system_log import LoggedStep
 from agentfsm.spec.system_model import System
-from agentfsm.spec.system_trace import Label
+from agentfsm.spec.system_trace import Label, param_names
 from agentfsm.verify.system.step import Config, Effect, Stepper, initial_config
 from agentfsm.verify.table.explore import ExplorationLimit
 
@@ -70,8 +71,8 @@ class _Graph:
         return tuple(reversed(steps))
 
 
-def matches(step: LoggedStep, label: Label, after: Config) -> bool:
-    """Whether the system step ``label`` (reaching ``after``) is the logged ``step``."""
+def matches(system: System, step: LoggedStep, label: Label, after: Config, effect: Effect) -> bool:
+    """Whether the system step ``label`` (reaching ``after``, doing ``effect``) is the logged ``step``."""
     kind, i, event, params, _ = label
     if i != step.instance or event != step.event or step.problem:
         return False
@@ -81,7 +82,17 @@ def matches(step: LoggedStep, label: Label, after: Config) -> bool:
         return False
     if any(params[k] != v for k, v in step.params):
         return False
-    return step.state is None or after[0][i][0] == step.state
+    if step.state is not None and after[0][i][0] != step.state:
+        return False
+    return step.sends is None or _sent(system, effect) == step.sends
+
+
+def _sent(system: System, effect: Effect) -> tuple[str, tuple[tuple[str, Value], ...]]:
+    """The first message a step sent, its parameters named as its receiver names them."""
+    if not effect.sent:
+        return "", ()
+    sent = effect.sent[0]
+    return sent.event, tuple(sorted(param_names(system, sent.target, sent.event, sent.params).items()))
 
 
 def logged(mapping: AuditMapping, label: Label, effect: Effect) -> bool:
@@ -148,7 +159,7 @@ def _take_records(stepper: Stepper, mapping: AuditMapping, graph: _Graph, closur
             if after is config:
                 continue
             for k, record in pending:
-                if matches(record, label, after):
+                if matches(stepper.system, record, label, after, effect):
                     moved = (*positions[:k], positions[k] + 1, *positions[k + 1:])
                     node = (after, moved)
                     if node not in reached:
