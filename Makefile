@@ -90,6 +90,7 @@ bench: setup
 	$(BIN)/python bench/bench_postgres.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py
+	$(BIN)/python bench/protocol_walks.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
 pg-start:

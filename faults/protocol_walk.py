@@ -10,8 +10,10 @@ seed. What the model abstracts is mapped, never guessed:
 
 - a worker's fencing token is the token in the message it sends; the scheduler writes with a
   lease of that token, as the worker would;
-- the model's lease ends (``Expire``, the completing write, blocking) where the real lease's
-  expiry passes (the scheduler sets it in the past: time is the scheduler's);
+- time is the scheduler's: now and then a third of a lease passes (the owner's heartbeat
+  renewing first, where the model says it holds the lease and acts: awake, not idle or done);
+  the model's ``Expire`` is time passing until the real lease ran out (its owner renews no
+  more); the completing write's owner releases the run, as a process does at its end;
 - the walk takes no claim the model would grant after the run finished or block past
   ``max_claims``: the code blocks on started attempts (``Options.max_attempts``), not on
   claims, and past the completion a worker stops without writing;
@@ -22,6 +24,7 @@ seed. What the model abstracts is mapped, never guessed:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -63,12 +66,29 @@ class RealProtocol:
             return "Refused", ()
         return "Granted", (lease.token, self.journal())
 
-    def expire(self) -> None:
-        """Time passes past the lease (the scheduler's clock)."""
-        past = "to_timestamp(0)" if type(self.store).__module__.endswith("postgres") else "0"
+    def _shift(self, set_to: str) -> None:
         with self.store._transaction():  # type: ignore[attr-defined]
-            self.store._execute(f"UPDATE owners SET expires_at = {past} WHERE run_id = ?",  # type: ignore[attr-defined]
+            self.store._execute(f"UPDATE owners SET expires_at = {set_to} WHERE run_id = ?",  # type: ignore[attr-defined]
                                 (self.run_id,))
+
+    def tick(self, live: list[tuple[int, int]]) -> None:
+        """A third of a lease passes: the live owners' heartbeats renew first (``live``: each
+        worker's number and token), as ``Heartbeat`` does every third of the lease."""
+        for who, token in live:
+            with contextlib.suppress(LeaseLost):
+                self.store.renew(self._lease(who, token))
+        third = self.seconds / 3
+        postgres = type(self.store).__module__.endswith("postgres")
+        self._shift(f"expires_at - make_interval(secs => {third})" if postgres else f"expires_at - {third}")
+
+    def lapse(self, live: list[tuple[int, int]]) -> None:
+        """Time passes, heartbeats and all, until the lease ran out (its owner renews no more)."""
+        for _ in range(4):
+            self.tick(live)
+
+    def release(self, who: int, token: int) -> None:
+        """The owner that completed the effect gives the run back, as ``Ownership.close`` does."""
+        self.store.release(self._lease(who, token))
 
     def write(self, kind: str, who: int, token: int) -> Answer:
         body = {"key": KEY, "attempt": 1, "retry": False} if kind == STARTED else \
@@ -168,8 +188,13 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         if actual != model:
             return Divergence(seed, n, label_text(system, label), _shown(system, model), _shown(system, actual),
                               tuple(done))
-        if i == store and _lease_ended(system, config, after):
-            real.expire()
+        live = _live(system, after)
+        if kind == "env" and event == "Expire":
+            real.lapse([])
+        elif i == store and _lease_ended(system, config, after):
+            real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
+        elif live is not None and rng.random() < _TICKS:
+            real.tick(live)
         config = after
     return None
 
@@ -198,6 +223,26 @@ def _record(system: System, label: Label, answer: Answer | None) -> dict[str, JS
         return {"op": "status", **owner, **token, "answer": reply}
     return {"op": event.lower(), **owner, **token, **({"result": reply} if event == "Run" else {})}
 
+
+def _live(system: System, config: Config) -> list[tuple[int, int]] | None:
+    """The workers whose heartbeat renews the lease the model says they hold: the owner, awake,
+    acting on the run under it. None when the lease's owner renews no more (stalled, idle or
+    finished, or restarted since the grant): time passing then is the model's ``Expire``, a step
+    of its own (the system's environment says when it may happen)."""
+    store = system.instance("store").index
+    if not _var(system, config, store, "leased"):
+        return []
+    owner = int(_var(system, config, store, "owner"))
+    member = system.groups["worker"].members[owner]
+    state = system.instances[member].table.states[config[0][member][0]].name
+    held = int(_var(system, config, member, "held"))
+    if config[2][member] or state in ("Idle", "Done") or held != _var(system, config, store, "epoch"):
+        return None
+    return [(owner, held)]
+
+
+# Time passes a third of a lease after this share of the steps (each live owner renewing first).
+_TICKS = 0.3
 
 # A guided walk: a worker stalls late (the one stall the system allows is not spent at once) and,
 # stalled, wakes seldom, so that its lease lapses under it and the other worker claims.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from agentfsm.impl.durable.leases import Lease
+from agentfsm.impl.durable.leases import Lease, LeaseLost
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.stores.sqlite import SqliteStore
 
@@ -56,10 +56,20 @@ def claim_keeps_token(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(SqliteStore, "acquire", acquire)
 
 
+def expiry_ignores_heartbeat(mp: pytest.MonkeyPatch) -> None:
+    """The lease runs out at its first expiry: the owner's heartbeat renewals are not counted."""
+    def renew(self: SqliteStore, lease: Lease) -> None:
+        row = self._conn.execute("SELECT token FROM owners WHERE run_id = ?", (lease.run_id,)).fetchone()
+        if row is None or int(row[0]) != lease.token:
+            raise LeaseLost(lease.run_id, lease.token, "another process took the run over")
+    mp.setattr(SqliteStore, "renew", renew)
+
+
 PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "journal-unfenced": journal_unfenced,
     "tool-unfenced": tool_unfenced,
     "status-unfenced": status_unfenced,
     "claim-ignores-owner": claim_ignores_owner,
     "claim-keeps-token": claim_keeps_token,
+    "expiry-ignores-heartbeat": expiry_ignores_heartbeat,
 }
