@@ -81,10 +81,10 @@ class RealProtocol:
         postgres = type(self.store).__module__.endswith("postgres")
         self._shift(f"expires_at - make_interval(secs => {third})" if postgres else f"expires_at - {third}")
 
-    def lapse(self, live: list[tuple[int, int]]) -> None:
-        """Time passes, heartbeats and all, until the lease ran out (its owner renews no more)."""
+    def lapse(self) -> None:
+        """Time passes until the lease ran out: its owner renews no more."""
         for _ in range(4):
-            self.tick(live)
+            self.tick([])
 
     def release(self, who: int, token: int) -> None:
         """The owner that completed the effect gives the run back, as ``Ownership.close`` does."""
@@ -138,14 +138,14 @@ class Walked:
     avoided: dict[str, int] = field(default_factory=dict)
 
 
-def _sent(system: System, effect: Effect) -> Answer | None:
+def _sent(effect: Effect) -> Answer | None:
     if not effect.sent:
         return None
     sent = effect.sent[0]
     return sent.event, sent.params
 
 
-def _shown(system: System, answer: Answer | None) -> str:
+def _shown(answer: Answer | None) -> str:
     if answer is None:
         return "nothing"
     event, params = answer
@@ -165,7 +165,9 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
     for n in range(1, length + 1):
         choices = []
         for label, after, effect in stepper.successors(config):
-            why = _outside(system, config, after, label) if after is not config else "no step"
+            if after is config:
+                continue   # a step that failed: no successor
+            why = _outside(system, config, after, label)
             if why:
                 walked.avoided[why] = walked.avoided.get(why, 0) + 1
             else:
@@ -178,7 +180,7 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         walked.steps += 1
         if seen is not None:
             seen.add(after)
-        model = actual = _sent(system, effect)
+        model = actual = _sent(effect)
         if kind in ("deliver", "env") and i in (store, tool):
             real_call = _CALLS.get(event)
             actual = real_call(real, params) if real_call is not None else model
@@ -186,11 +188,10 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         if log is not None and kind in ("deliver", "env") and effect.status == "fired":
             log.append(_record(system, label, actual))
         if actual != model:
-            return Divergence(seed, n, label_text(system, label), _shown(system, model), _shown(system, actual),
-                              tuple(done))
+            return Divergence(seed, n, label_text(system, label), _shown(model), _shown(actual), tuple(done))
         live = _live(system, after)
         if kind == "env" and event == "Expire":
-            real.lapse([])
+            real.lapse()
         elif i == store and _lease_ended(system, config, after):
             real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
         elif live is not None and rng.random() < _TICKS:

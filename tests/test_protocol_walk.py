@@ -92,11 +92,11 @@ def test_the_real_postgresql_store_follows_the_model(pg_url: str) -> None:
         store = PostgresStore(pg_url, schema)
         try:
             walked = Walked()
-            found = walks(store, range(WALKS // 2), walked)
+            found = walks(store, range(WALKS // 4), walked)   # a server's commits are slower: fewer walks
         finally:
             store.close()
     assert not found, "\n".join(map(str, found))
-    assert walked.checked > 150
+    assert walked.checked > 60
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
