@@ -127,6 +127,11 @@ def test_the_search_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 2 and "more than 20 configurations at one position" in err
 
 
+def test_a_system_audit_takes_no_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = audit([write(tmp_path / "run.jsonl", CLEAN), "--set", "max_claims=3"], capsys)
+    assert code == 2 and "--set overrides a table's constants" in err
+
+
 def test_a_table_audit_takes_one_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = write(tmp_path / "run.jsonl", CLEAN)
     code, _, err = run_cli(["audit", str(ROOT / "spec/tool-call.yaml"), log, log], capsys)

@@ -59,6 +59,8 @@ def _unnamed(system: System, logs: list[str]) -> list[int]:
 
 
 def run_system_audit(args: argparse.Namespace, path: str, parsed: dict[str, Document]) -> int:
+    if args.overrides:
+        raise BadInput("--set overrides a table's constants; a system sets its instances' own (its 'set:')")
     [system] = load_systems([path], parsed)
     mapping = mapping_for(system, path, args.mapping, args.log)
     try:
