@@ -10,7 +10,7 @@ TABLES := $(sort $(wildcard spec/*.yaml))
 SYSTEMS := spec/systems/loom-with-tools.yaml spec/systems/vibework-with-user.yaml spec/systems/durable-run-fixed.yaml
 BROKEN_SYSTEMS := $(sort $(wildcard spec/systems/durable-run-as-it-was-*.yaml))
 # The editable install links each module; a new module (or a changed pyproject) needs it re-run.
-SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py verify/*/*.py faults/*.py diagrams/*.py))
+SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py verify/*/*.py faults/*.py diagrams/*.py diagrams/*.js diagrams/*.css))
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
