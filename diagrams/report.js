@@ -78,11 +78,11 @@
     viewer.hidden = false;
     const count = check.trace.steps.length;
     const controls = el("div", { class: "controls", role: "toolbar", "aria-label": "steps" },
-      el("button", { type: "button", id: "first", text: "⏮ First", on: { click: () => go(0) } }),
+      el("button", { type: "button", id: "first", text: "« First", on: { click: () => go(0) } }),
       el("button", { type: "button", id: "back", text: "◀ Back", on: { click: () => go(view.step - 1) } }),
       el("span", { id: "position" }),
       el("button", { type: "button", id: "forward", text: "Forward ▶", on: { click: () => go(view.step + 1) } }),
-      el("button", { type: "button", id: "last", text: "Last ⏭", on: { click: () => go(count) } }),
+      el("button", { type: "button", id: "last", text: "Last »", on: { click: () => go(count) } }),
       el("a", { id: "permalink", text: "link to this step" }),
       el("a", { href: "#", text: "back to the summary" }));
     if (entry.coverage) {
