@@ -4,7 +4,7 @@
 (function () {
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const SVG = "http://www.w3.org/2000/svg";
-  const view = { entry: -1, check: -1, step: 0, trace: null, node: null };
+  const view = { entry: -1, check: -1, step: 0, trace: null, items: [], drawn: 0, scrolling: false };
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -168,8 +168,9 @@
     document.getElementById("permalink").setAttribute("href", hash);
     document.getElementById("first").disabled = document.getElementById("back").disabled = view.step === 0;
     document.getElementById("last").disabled = document.getElementById("forward").disabled = view.step === count;
-    const items = document.querySelectorAll("#steps li");
-    items.forEach((li, k) => { if (k === view.step) li.setAttribute("aria-current", "step"); else li.removeAttribute("aria-current"); });
+    for (const li of document.querySelectorAll("#steps li[aria-current]")) li.removeAttribute("aria-current");
+    const item = document.querySelectorAll("#steps li")[view.step];
+    if (item) item.setAttribute("aria-current", "step");
     if (trace.kind === "system") showSystem(trace);
     else showTable(trace);
   }
@@ -251,6 +252,7 @@
     const column = 170;
     const rows = [];
     trace.steps.forEach((step, k) => step.items.forEach((item) => rows.push([k + 1, item])));
+    Object.assign(view, { items: [], drawn: trace.steps.length });
     const height = 60 + 28 * rows.length + 20;
     const width = column * names.length;
     const chart = svgEl("svg", { id: "chart", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
@@ -263,7 +265,8 @@
     });
     rows.forEach(([n, item], r) => {
       const y = 60 + 28 * r;
-      const g = svgEl("g", { class: `item${item.alarm ? " alarm" : ""}`, "data-step": n });
+      const g = svgEl("g", { class: `item later${item.alarm ? " alarm" : ""}`, "data-step": n });
+      (view.items[n] = view.items[n] || []).push(g);
       if (item.arrow) {
         let x1 = x(item.from), x2 = x(item.to);
         if (x1 === x2) x2 = x1 + 30;
@@ -295,14 +298,23 @@
     const at = (k) => (k === 0 ? trace.initial : trace.steps[k - 1].instances);
     const insts = at(s);
     const was = s === 0 ? null : at(s - 1);
-    let first = null;
-    for (const g of document.querySelectorAll("#chart g.item")) {
-      const n = Number(g.getAttribute("data-step"));
-      g.classList.toggle("now", n === s);
-      g.classList.toggle("later", n > s);
-      if (n === s && !first) first = g;
+    // Only the steps between the old cursor and the new one change their look: a long trace stays quick.
+    const [low, high] = [Math.min(view.drawn, s), Math.max(view.drawn, s)];
+    for (let n = Math.max(1, low); n <= high; n++) {
+      for (const g of view.items[n] || []) {
+        g.classList.toggle("now", n === s);
+        g.classList.toggle("later", n > s);
+      }
     }
-    if (first && first.scrollIntoView) first.scrollIntoView({ block: "nearest" });
+    view.drawn = s;
+    if (!view.scrolling) {  // scrolled once a frame, not once a key: scrolling lays the page out
+      view.scrolling = true;
+      requestAnimationFrame(() => {
+        view.scrolling = false;
+        const first = (view.items[view.step] || [])[0];
+        if (first) first.scrollIntoView({ block: "nearest" });
+      });
+    }
     trace.lifelines.forEach((name, i) => {
       const card = document.querySelector(`#instances section[data-instance="${CSS.escape(name)}"]`);
       const inst = insts[i];
@@ -337,4 +349,5 @@
   document.addEventListener("keydown", onKey);
   route();
   document.body.setAttribute("data-ready", "true");
+  performance.mark("report-ready");
 })();

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentfsm.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +29,16 @@ def write_pages(folder: Path) -> dict[str, Path]:
     assert main(["conform", str(LOOM), "--adapter", FAULTY_ADAPTER, "--sets", "rows", "--walks", "0",
                  "--html", str(pages["conform"])]) == 1
     return pages
+
+
+_WRITTEN: dict[str, Path] = {}
+
+
+def shared_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The three pages, written once per test session for every module that asks."""
+    if not _WRITTEN:
+        _WRITTEN.update(write_pages(tmp_path_factory.mktemp("report")))
+    return dict(_WRITTEN)
 
 
 def page_data(page: Path) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from report_browser import chromium_driver, requests_made
-from report_pages import page_data, stepped, write_pages
+from report_pages import page_data, shared_pages, stepped
 
 SHOT_DIR = os.environ.get("AGENTFSM_REPORT_SCREENSHOTS")
 """Where ``make report-screenshots`` has these tests save one picture of each kind (docs/report/)."""
@@ -39,7 +39,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_pages(tmp_path_factory.mktemp("report-browser"))
+    return shared_pages(tmp_path_factory)
 
 
 def _open(browser: Any, page: Path, e: int, c: int) -> None:

@@ -17,7 +17,7 @@ from agentfsm.spec.system_trace import load_system_trace
 from agentfsm.spec.trace import load_trace, walk
 from agentfsm.verify.system.paths import replay
 from conftest import TABLES
-from report_pages import BROKEN_SYSTEM, BROKEN_TABLE, LOOM, page_data, stepped, write_pages
+from report_pages import BROKEN_SYSTEM, BROKEN_TABLE, LOOM, page_data, shared_pages, stepped
 
 from agentfsm.cli import main
 
@@ -26,7 +26,7 @@ REMOTE = re.compile(r"""(?:src|href|action|xlink:href)\s*=\s*["']?\s*(?:https?:|
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_pages(tmp_path_factory.mktemp("report"))
+    return shared_pages(tmp_path_factory)
 
 
 def _value(v: Any) -> str:
