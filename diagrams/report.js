@@ -106,6 +106,8 @@
         el("a", { href: stepHash(e, c, k + 1), text: (step.fault ? "⚠ fault: " : "") + step.label + loop })));
     });
     viewer.append(el("h3", { text: "Steps" }), steps);
+    view.stepLis = [...steps.children];
+    view.currentLi = null;
     viewer.querySelector("#viewer-title").focus();
   }
 
@@ -124,6 +126,16 @@
     }
     viewer.append(el("div", { class: "panes" }, picture, side), rowsTable(entry));
     if (entry.coverage) coverSvg(picture, entry.coverage);
+    Object.assign(view, { states: new Map(), boxes: new Map(), rowEls: new Map(), rowTrs: new Map(), lit: [], firedTrs: [],
+      label: svgEl("text", { class: "now-label" }, "▼ current state") });
+    for (const node of picture.querySelectorAll("g.node[data-state]")) {
+      view.states.set(node.getAttribute("data-state"), node);
+      view.boxes.set(node.getAttribute("data-state"), node.getBBox());
+    }
+    for (const g of picture.querySelectorAll("[data-rows]")) {
+      for (const row of rowsOf(g)) (view.rowEls.get(row) || view.rowEls.set(row, []).get(row)).push(g);
+    }
+    for (const tr of viewer.querySelectorAll("#rows tbody tr")) view.rowTrs.set(Number(tr.getAttribute("data-row")), tr);
   }
 
   function rowsTable(entry) {
@@ -168,9 +180,9 @@
     document.getElementById("permalink").setAttribute("href", hash);
     document.getElementById("first").disabled = document.getElementById("back").disabled = view.step === 0;
     document.getElementById("last").disabled = document.getElementById("forward").disabled = view.step === count;
-    for (const li of document.querySelectorAll("#steps li[aria-current]")) li.removeAttribute("aria-current");
-    const item = document.querySelectorAll("#steps li")[view.step];
-    if (item) item.setAttribute("aria-current", "step");
+    if (view.currentLi) view.currentLi.removeAttribute("aria-current");
+    view.currentLi = view.stepLis[view.step];
+    view.currentLi.setAttribute("aria-current", "step");
     if (trace.kind === "system") showSystem(trace);
     else showTable(trace);
   }
@@ -181,27 +193,27 @@
     const now = configAt(trace, s);
     const before = s === 0 ? null : configAt(trace, s - 1);
     const fired = s === 0 ? [] : now.rows;
-    const picture = document.getElementById("diagram");
-    for (const old of picture.querySelectorAll(".current, .fired")) old.classList.remove("current", "fired");
-    for (const old of picture.querySelectorAll("text.now-label")) old.remove();
-    for (const node of picture.querySelectorAll("g.node[data-state]")) {
-      if (node.getAttribute("data-state") === now.state) {
-        node.classList.add("current");
-        const box = node.getBBox();
-        node.append(svgEl("text", { class: "now-label", x: box.x, y: box.y - 4 }, "▼ current state"));
-      }
+    // The elements to light come from maps made when the viewer opened: a step costs what it changes.
+    for (const old of view.lit) old.classList.remove("current", "fired");
+    view.lit = [];
+    const node = view.states.get(now.state);
+    if (node) {
+      node.classList.add("current");
+      const box = view.boxes.get(now.state);
+      view.label.setAttribute("x", box.x);
+      view.label.setAttribute("y", box.y - 4);
+      node.append(view.label);
+      view.lit.push(node);
     }
-    for (const node of picture.querySelectorAll("[data-rows]")) {
-      if (rowsOf(node).some((r) => fired.includes(r))) node.classList.add("fired");
+    for (const row of fired) {
+      for (const g of view.rowEls.get(row) || []) { g.classList.add("fired"); view.lit.push(g); }
     }
     const body = document.querySelector("#vars tbody");
     body.replaceChildren(varRow("state", now.state, before ? before.state : null, "state"));
     entry.variables.forEach((name, k) => body.append(varRow(name, now.vars[k], before ? before.vars[k] : null, "var")));
-    for (const tr of document.querySelectorAll("#rows tbody tr")) {
-      const on = fired.includes(Number(tr.getAttribute("data-row")));
-      tr.classList.toggle("fired", on);
-      tr.querySelector(".fired-cell").textContent = on ? "◀ fired at this step" : "";
-    }
+    for (const tr of view.firedTrs) { tr.classList.remove("fired"); tr.querySelector(".fired-cell").textContent = ""; }
+    view.firedTrs = fired.map((row) => view.rowTrs.get(row)).filter(Boolean);
+    for (const tr of view.firedTrs) { tr.classList.add("fired"); tr.querySelector(".fired-cell").textContent = "◀ fired at this step"; }
     let status = s === 0 ? `Initial configuration. Current state: ${now.state}.`
       : `Step ${s} of ${trace.steps.length}: ${now.label} ${now.status}` +
         (fired.length ? `, row${fired.length > 1 ? "s" : ""} ${fired.join(", ")} fired` : ", no row fired") +
