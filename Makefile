@@ -14,7 +14,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop report-screenshots
 
 setup: $(STAMP)
 
@@ -90,6 +90,11 @@ bench: setup
 	$(BIN)/python bench/bench_postgres.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py
+	$(BIN)/python bench/bench_report.py
+
+# The HTML report's screenshots in docs/report/ (docs/report.md), taken by its browser tests.
+report-screenshots: setup
+	AGENTFSM_REPORT_SCREENSHOTS=docs/report $(BIN)/pytest tests/test_report_browser.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
 pg-start:

@@ -202,7 +202,9 @@ def conform_entry(table: Table, report: Report) -> Entry:
     if report.stopped:
         checks.append({"title": "run stopped", "ok": False, "message": report.stopped, "trace": None})
     passed = report.count("pass")
-    checks.append({"title": f"{passed} vectors passed", "ok": True, "message": "", "trace": None})
+    if passed:
+        checks.append({"title": f"{passed} vector{'s' * (passed != 1)} passed", "ok": True, "message": "",
+                       "trace": None})
     entry["checks"] = checks
     return entry
 

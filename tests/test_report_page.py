@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_trace import load_system_trace
 from agentfsm.spec.trace import load_trace, walk
 from agentfsm.verify.system.paths import replay
+from conformance_helpers import ADAPTERS
 from conftest import TABLES
 from report_pages import BROKEN_SYSTEM, BROKEN_TABLE, LOOM, page_data, shared_pages, stepped
 
@@ -139,12 +141,25 @@ def test_summary_markdown_links_the_page_and_appends(tmp_path: Path) -> None:
 
 
 def test_crash_page_lists_the_campaign(tmp_path: Path) -> None:
-    html = tmp_path / "crash.html"
+    html, summary = tmp_path / "crash.html", tmp_path / "summary.md"
     table = Path(__file__).parent / "tables" / "approval-demo.yaml"
-    assert main(["crash", str(table), "--depth", "1", "--jobs", "1", "--html", str(html)]) == 0
+    assert main(["crash", str(table), "--depth", "1", "--jobs", "1", "--html", str(html),
+                 "--summary-md", str(summary)]) == 0
     [entry] = page_data(html)["entries"]
     assert entry["kind"] == "crash" and entry["ok"] is True
     assert dict(entry["figures"])["scenarios"] > 0
+    assert summary.read_text().startswith("### agentfsm crash: ok") and "(crash.html)" in summary.read_text()
+
+
+def test_conform_summary_without_a_page(tmp_path: Path) -> None:
+    """--summary-md alone: the verdicts without a link; an adapter that implements nothing fails every vector."""
+    summary = tmp_path / "summary.md"
+    adapter = f"{sys.executable} {ADAPTERS / 'adapter_broken.py'} unsupported"
+    assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows", "--walks", "0",
+                 "--summary-md", str(summary)]) == 1
+    text = summary.read_text()
+    assert text.startswith("### agentfsm conform: FAILED") and "](" not in text
+    assert "| ❌ | conform Loom agent conversation loop | vector loom-agent/" in text and "✅" not in text
 
 
 def test_unwritable_report_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
