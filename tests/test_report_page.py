@@ -66,6 +66,31 @@ def test_table_counterexamples_are_the_replayed_traces(pages: dict[str, Path], t
             assert step["rows"] == [row.index for row in result.rows]
             assert step["vars"] == [_value(v) for v in result.vars]
     assert entry["coverage"] == {str(row.index): entry["coverage"][str(row.index)] for row in table.rows}
+    [small] = [c for c in entry["checks"] if c["title"] == "invariant small"]
+    assert [step["broken"] for step in small["trace"]["steps"]] == [[], ["small"]]
+
+
+def test_a_step_that_raises_ends_the_trace_with_its_error(tmp_path: Path) -> None:
+    """Two rows enabled at once: the determinism counterexample's last step is the error, its rows both."""
+    busy = "  - {from: Busy, on: Inc, to: Busy}"
+    text = BROKEN_TABLE.read_text().replace("machine: report-broken", "machine: two-rows").replace(
+        busy, f"{busy}\n  - {{from: Busy, on: Inc, to: Done}}")
+    path, html = tmp_path / "two-rows.yaml", tmp_path / "two-rows.html"
+    path.write_text(text)
+    assert main(["verify", str(path), "--html", str(html)]) == 1
+    [entry] = page_data(html)["entries"]
+    [check] = [c for c in entry["checks"] if c["title"] == "determinism"]
+    *_, last = check["trace"]["steps"]
+    assert last["status"] == "determinism error" and last["rows"] == [3, 4] and last["state"] == "Busy"
+
+
+def test_a_table_that_does_not_load_is_a_failed_entry(tmp_path: Path) -> None:
+    bad, html = tmp_path / "bad.yaml", tmp_path / "bad.html"
+    bad.write_text("format: 1\nmachine: bad\nstates: {}\n")
+    assert main(["verify", str(bad), str(BROKEN_TABLE), "--html", str(html)]) == 2
+    entries = page_data(html)["entries"]
+    assert [(e["name"], e["ok"]) for e in entries] == [(str(bad), False), ("report-broken", False)]
+    assert entries[0]["checks"][0]["title"] == "did not load" and entries[0]["checks"][0]["trace"] is None
 
 
 def test_system_counterexamples_show_every_instance(pages: dict[str, Path], tmp_path: Path) -> None:
