@@ -9,7 +9,7 @@ entry. Pure: the table pictures come in as SVG text, drawn by the caller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentfsm.diagrams.model import line_of
@@ -31,8 +31,6 @@ from agentfsm.verify.table.checks import Verdict
 
 FORMAT = 1
 Entry = dict[str, Any]
-Drawer = Callable[[Table], str]
-"""The SVG of a table's picture, tagged for the page (:func:`agentfsm.diagrams.report_svg.tag_svg`)."""
 
 
 def page_data(command: str, entries: Sequence[Entry], pictures: Mapping[str, str]) -> dict[str, Any]:
