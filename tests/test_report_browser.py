@@ -170,7 +170,7 @@ def _screenshot(browser: Any, page: Path, where: tuple[int, int], path: Path) ->
     e, c = where
     count = len(page_data(page)["entries"][e]["checks"][c]["trace"]["steps"])
     _open(browser, page, e, c)
-    browser.get(f"{page.as_uri()}#e{e}-c{c}-s{min(count, 3)}")
+    browser.get(f"{page.as_uri()}#e{e}-c{c}-s{count if 'conform' in path.name else min(count, 3)}")
     browser.set_window_size(1400, 1500)
     browser.execute_script("document.getElementById('viewer').scrollIntoView()")
     path.parent.mkdir(parents=True, exist_ok=True)
