@@ -21,7 +21,7 @@ def _value(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_table_steps_are_the_naive_interpreters(data: st.DataObject) -> None:
     raw = data.draw(st.one_of(table_data(), pointed_tables()))  # pointed: transient states, swaps
