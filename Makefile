@@ -10,11 +10,11 @@ TABLES := $(sort $(wildcard spec/*.yaml))
 SYSTEMS := spec/systems/loom-with-tools.yaml spec/systems/vibework-with-user.yaml spec/systems/durable-run-fixed.yaml
 BROKEN_SYSTEMS := $(sort $(wildcard spec/systems/durable-run-as-it-was-*.yaml))
 # The editable install links each module; a new module (or a changed pyproject) needs it re-run.
-SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py verify/*/*.py faults/*.py diagrams/*.py))
+SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py verify/*/*.py faults/*.py diagrams/*.py diagrams/*.js diagrams/*.css))
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop report-screenshots
 
 setup: $(STAMP)
 
@@ -91,6 +91,11 @@ bench: setup
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py
 	$(BIN)/python bench/protocol_walks.py
+	$(BIN)/python bench/bench_report.py
+
+# The HTML report's screenshots in docs/report/ (docs/report.md), taken by its browser tests.
+report-screenshots: setup
+	AGENTFSM_REPORT_SCREENSHOTS=docs/report $(BIN)/pytest tests/test_report_browser.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
 pg-start:

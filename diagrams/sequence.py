@@ -70,7 +70,7 @@ def _params(system: System, i: int, event: str, values: Sequence[object]) -> str
     return f"({shown})" if shown else ""
 
 
-def _step_items(system: System, n: int, label: Label, effect: Effect) -> list[Item]:
+def step_items(system: System, n: int, label: Label, effect: Effect) -> list[Item]:
     """The rows of step ``n``: what it sent, took, changed or broke."""
     kind, i, event, params, _ = label
     inst = system.instances[i]
@@ -105,7 +105,7 @@ def chart(system: System, steps: Steps, trace: SystemTrace | None = None) -> Cha
     for n, (label, _, effect) in enumerate(steps, start=1):
         if trace is not None and trace.loop_start == n - 1:
             loop_from = len(items)
-        items += _step_items(system, n, label, effect)
+        items += step_items(system, n, label, effect)
     if trace is None:
         return Chart("", items, None, None)
     title = f"{system.name}: {trace.kind or 'trace'} {trace.check or ''}".strip()

@@ -11,7 +11,7 @@ fi
 say() { echo "setup: $*"; }
 [ -x .venv/bin/python ] || { say "creating .venv (a virtual environment for agentfsm and its tools)"; "$python" -m venv .venv; }
 say "installing agentfsm (editable) with its dependencies (transitions, PyYAML, jsonschema, numpy, scipy, graphviz," \
-  "psycopg) and the development tools (pytest, hypothesis, mypy, ruff, build) into .venv; about a minute"
+  "psycopg) and the development tools (pytest, hypothesis, mypy, ruff, build, selenium) into .venv; about a minute"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
 # System tools, each with the reason setup gives when it installs it. In CI (CI=true or
 # AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the tests that need it
@@ -26,6 +26,7 @@ declare -A why=(
   [nodejs]="Node.js runs the independent implementations (the TypeScript conformance example, Mermaid)"
   [npm]="npm installs Mermaid and the TypeScript compiler, pinned by their lock files"
   [chromium]="headless Chromium draws the committed SVG and Mermaid pictures as a reader's browser does (tests)"
+  [chromium-driver]="chromedriver lets Selenium step through the HTML report in headless Chromium (tests)"
   [bubblewrap]="bubblewrap's bwrap is the sandbox of the explorer's \$(run) (refused without it; the attack corpus in tests)"
 )
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
@@ -34,6 +35,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -16,9 +16,11 @@ from types import FrameType
 from typing import TextIO, TypeAlias
 
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.html_report import add_report_options, wanted, write_report
 from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.system_audit import run_system_audit
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables, split_systems
+from agentfsm.diagrams.report_data import conform_entry
 from agentfsm.spec.model import Table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.vectorfile import (
@@ -180,6 +182,7 @@ def _register_conform(sub: Sub) -> None:
                         help="seconds to wait for each reply (default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the text report")
     parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    add_report_options(parser)
     parser.add_argument("--coverage-out", metavar="FILE",
                         help="write {machine, rows: {row index: times fired}} for the diagram overlay")
     parser.add_argument("--stop-at-first-failure", action="store_true", help="stop after the first failing vector")
@@ -235,6 +238,7 @@ def run_conform(args: argparse.Namespace) -> int:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))
     _write(args.junit, junit_xml("conform", [junit_suite(report)]))
+    write_report(args, "conform", [conform_entry(table, report)] if wanted(args) else [], [table])
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
         _write(args.coverage_out, (json.dumps(coverage, indent=1) + "\n").encode())

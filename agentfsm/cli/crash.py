@@ -10,9 +10,11 @@ import time
 from collections.abc import Callable
 
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.html_report import add_report_options, write_report
 from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.main import main
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
+from agentfsm.diagrams.report_data import crash_entry
 from agentfsm.faults.crash import CrashChecker, CrashReport, Violation
 from agentfsm.faults.crash_agent import AgentCrash
 from agentfsm.faults.crash_kill import kill_scenarios
@@ -32,6 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "2 bad input.")
     parser.add_argument("table", metavar="TABLE")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_report_options(parser)
     parser.add_argument("--depth", type=int, default=None, metavar="N",
                         help="only configurations whose shortest prefix has at most N events")
     parser.add_argument("--kill", type=int, default=0, metavar="N",
@@ -76,6 +79,7 @@ def run_agent_crash(args: argparse.Namespace) -> int:
         campaign.close()
         if show:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
+    write_report(args, "crash", [crash_entry(report.to_json())], [])
     if args.json:
         print(json.dumps(json_envelope("crash", report.to_json()), indent=2))
     else:
@@ -122,6 +126,7 @@ def run_crash(args: argparse.Namespace) -> int:
     [table] = load_tables([args.table], args.overrides)
     if not any(a.effect == "external" for a in table.actions):
         message = f"{table.machine}: no external actions, nothing a crash could run twice; skipped"
+        write_report(args, "crash", [crash_entry({"ok": True, "machine": table.machine, "skipped": message})], [])
         print(json.dumps(json_envelope("crash", {"ok": True, "machine": table.machine, "skipped": message}))
               if args.json else message)
         return EXIT_OK
@@ -147,6 +152,7 @@ def run_crash(args: argparse.Namespace) -> int:
         return report
 
     report = shard(0) if jobs == 1 else merge([_shard_in_fork(shard, k) for k in range(jobs)])
+    write_report(args, "crash", [crash_entry(report.to_json())], [])
     if args.json:
         print(json.dumps(json_envelope("crash", report.to_json()), indent=2))
     else:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
+from agentfsm.cli.html_report import add_report_options, wanted, write_report
 from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.systems import junit_suite as system_junit_suite
 from agentfsm.cli.systems import (
@@ -32,6 +33,7 @@ from agentfsm.cli.util import (
     print_violations,
     split_systems,
 )
+from agentfsm.diagrams.report_data import system_entry, table_entry, unverified_entry
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.suggest import did_you_mean
 from agentfsm.spec.system_load import is_system_file
@@ -63,6 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_set_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    add_report_options(parser)
     parser.add_argument("--trace-out", metavar="FILE|DIR",
                         help="write counterexamples as traces (for replay and diagrams): into a directory (an "
                              "existing one, or a path ending in '/'), one file per failing check; into FILE, the "
@@ -215,6 +218,8 @@ def run_verify(args: argparse.Namespace) -> int:
             for r, took in system_results]
         _write(args.junit, junit_xml("verify", suites))
     verdicts = [r for r in results if isinstance(r, Verdict)]
+    if wanted(args):
+        _write_report(args, results, [r for r, _ in system_results])
     if args.trace_out:
         _write_traces(args, verdicts, system_verdicts)
     if any(isinstance(r, Unverified) for r in results) or len(system_verdicts) < len(system_results):
@@ -242,6 +247,13 @@ def _verify_system_file(args: argparse.Namespace, path: str, doc: Document) -> t
         lines = system_text_report(verdict)
         print("\n".join(lines[:1] if args.summary and verdict.ok else lines), flush=True)
     return verdict, verdict.exploration.seconds
+
+
+def _write_report(args: argparse.Namespace, results: list[Verdict | Unverified],
+                  systems: list[SysVerdict | Unverified]) -> None:
+    entries = [table_entry(r) if isinstance(r, Verdict) else unverified_entry(r) for r in results]
+    entries += [system_entry(r) if isinstance(r, SysVerdict) else unverified_entry(r, "system") for r in systems]
+    write_report(args, "verify", entries, [r.table for r in results if isinstance(r, Verdict)])
 
 
 def _write_traces(args: argparse.Namespace, verdicts: list[Verdict], system_verdicts: list[SysVerdict]) -> None:
