@@ -6,8 +6,8 @@ going, a process is SIGKILLed or frozen (SIGSTOP) past its lease and thawed, the
 up, a bit flips in the journal or its write-ahead log, workers are killed or frozen, the
 PostgreSQL server is killed and restarted. Each trial plays one bundled agent (they take
 turns; ``agentfsm.faults.chaos_agents``), whose every tool execution appends a line to a
-ledger outside the store. The full disk is a sweep: it fills at each write of a run in turn,
-at the write boundaries ``agentfsm crash`` counts. After each trial the run is finished the
+ledger outside the store. The full disk is a sweep: it fills inside each write of a run in turn,
+at each frame the write adds to SQLite's write-ahead log. After each trial the run is finished the
 way a user would (``--resume``, deciding every unknown effect ``failed`` — never ``rerun``, so
 any repeat is the runtime's — and ``journal --repair`` when the store names a damaged tail;
 the scenarios that test a ``rerun`` answer it instead, and each ``rerun`` allows that effect
@@ -234,7 +234,8 @@ class Trial:
                 self.row.damaged += 1
                 if self.false_damage and "disk is full" not in proc.err:
                     self.row.unclean += 1
-                    self.row.notes.append(f"{self.dir.name}: a full disk reported as damage: {proc.err.strip()[-200:]}")
+                    self.row.notes.append(f"{self.dir.name}: a full disk reported as damage: "
+                                          f"{proc.err.strip().rpartition('error: ')[2][-300:]}")
                 if repaired or self.cli("journal", "--store", self.store, "--repair").code != 0:
                     return
                 repaired = True
@@ -681,7 +682,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "chaos", help="fault campaigns against real durable runs: count duplicated effects, lost steps, stuck runs",
         description="Run bounded campaigns of real agentfsm processes, every bundled agent in turn (the Loom "
                     "agent, vibework, the tool-call runner, the explorer/evaluator loop), under faults (a second "
-                    "resumer, SIGKILL, SIGSTOP past the lease, a full disk at each write of a run in turn, journal "
+                    "resumer, SIGKILL, SIGSTOP past the lease, a full disk inside each write of a run in turn, journal "
                     "bit flips, a repair then a resume, a mistyped run id; with --pg, two resumers deciding rerun "
                     "on PostgreSQL, workers SIGKILLed and frozen, tools outliving the lease asleep or keeping the "
                     "GIL and, with --pg-dir, the PostgreSQL server "
@@ -694,8 +695,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                          "PostgreSQL and worker ones with --pg)")
     parser.add_argument("--trials", type=int, default=5, metavar="N",
                         help="trials per scenario (default 5); an agent scenario's trials take the agents in turn; "
-                             "full-disk's trials of an agent fill the disk at its writes spread evenly, at every "
-                             "one when they are as many")
+                             "full-disk's trials of an agent fill the disk inside its writes, at the frames they "
+                             "add to the log spread evenly, at every one when they are as many")
     parser.add_argument("--agent", action="append", choices=[a.name for a in AGENTS], default=[],
                         help="an agent to play (repeatable; default: every bundled agent)")
     parser.add_argument("--seed", type=int, default=None, metavar="N", help="random seed (default: random, printed)")
