@@ -152,14 +152,17 @@ class KillAt:
         """A write's frames: the log's growth from its ``before`` boundary (inside the write's
         transaction, which holds the write lock) to its ``after`` one."""
         assert self.wal is not None
-        size = self.wal.stat().st_size if self.wal.exists() else 0
+        try:
+            size = self.wal.stat().st_size
+            if phase == "after":
+                with self.wal.open("rb") as log:  # the log carries no lock of SQLite's: closing it drops none
+                    page = int.from_bytes(log.read(WAL_HEADER)[8:12], "big")
+        except OSError:  # no log (yet)
+            size = page = 0
         if phase == "before":
             self._before = size
-            return
-        with self.wal.open("rb") as log:  # the log file carries no lock of SQLite's: closing it drops none
-            header = log.read(WAL_HEADER)
-        page = int.from_bytes(header[8:12], "big") if len(header) == WAL_HEADER else 0
-        self.frames.append((size - self._before) // (FRAME_HEADER + page) if page else 0)
+        else:
+            self.frames.append((size - self._before) // (FRAME_HEADER + page) if page else 0)
 
     def fault(self) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
