@@ -6,8 +6,8 @@ going, a process is SIGKILLed or frozen (SIGSTOP) past its lease and thawed, the
 up, a bit flips in the journal or its write-ahead log, workers are killed or frozen, the
 PostgreSQL server is killed and restarted. Each trial plays one bundled agent (they take
 turns; ``agentfsm.faults.chaos_agents``), whose every tool execution appends a line to a
-ledger outside the store. The full disk is a sweep: it fills at each write of a run in turn,
-at the write boundaries ``agentfsm crash`` counts. After each trial the run is finished the
+ledger outside the store. The full disk is a sweep: it fills inside each write of a run in turn,
+at each frame the write adds to SQLite's write-ahead log. After each trial the run is finished the
 way a user would (``--resume``, deciding every unknown effect ``failed`` — never ``rerun``, so
 any repeat is the runtime's — and ``journal --repair`` when the store names a damaged tail;
 the scenarios that test a ``rerun`` answer it instead, and each ``rerun`` allows that effect
@@ -29,12 +29,10 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import signal
 import socket
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
@@ -46,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.faults.chaos_agents import AGENTS, ChaosAgent, ledger_line
-from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_frame, wal_frames
+from agentfsm.impl.stores.wal import FRAME_HEADER, committed_end
 
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import json_envelope
@@ -82,6 +80,7 @@ PG_SCENARIOS = ("pg-two-resumers",)
 WORKER_SCENARIOS = ("workers", "server-kill", "slow-tools")
 TYPO = "rnu"  # the run id a user mistypes for ``run`` (mistyped-id)
 PAD = 3 * 4096  # full-disk: characters more in each call, so the writes journaling them span several frames
+FRAME_SIZE = FRAME_HEADER + 4096  # a write-ahead log frame of the stores' page size
 
 
 def agent_script(tools: int, sleep: float = 0.2) -> str:
@@ -120,14 +119,11 @@ class Proc:
     timed_out: bool = False
 
 
-def spawn(argv: Sequence[str], cwd: Path, limit: int | None = None,
-          env: dict[str, str] | None = None, die: bool = False) -> subprocess.Popen[str]:
-    def prepare() -> None:
-        if limit is not None:  # a full disk: writes past the limit fail (or, ``die``, kill the process)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL if die else signal.SIG_IGN)
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+def spawn(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """An ``agentfsm`` process in a session of its own. (A full disk is the process's own
+    ``--full-disk-at``: Python ignores SIGXFSZ from its start, whatever its parent set.)"""
     return subprocess.Popen([AGENTFSM, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=prepare, env=env)
+                            start_new_session=True, env=env)
 
 
 def reap(child: subprocess.Popen[str], bound: float = BOUND) -> Proc:
@@ -170,8 +166,8 @@ class Trial:
     def exists(self) -> bool:
         return self.store != "j.db" or (self.dir / "j.db").exists()
 
-    def start(self, *extra: str, limit: int | None = None) -> subprocess.Popen[str]:
-        return spawn(self.run_args(*extra), self.dir, limit, self.env)
+    def start(self, *extra: str) -> subprocess.Popen[str]:
+        return spawn(self.run_args(*extra), self.dir, self.env)
 
     def wait(self, child: subprocess.Popen[str], killed: bool = False) -> Proc:
         proc = reap(child)
@@ -234,7 +230,8 @@ class Trial:
                 self.row.damaged += 1
                 if self.false_damage and "disk is full" not in proc.err:
                     self.row.unclean += 1
-                    self.row.notes.append(f"{self.dir.name}: a full disk reported as damage: {proc.err.strip()[-200:]}")
+                    self.row.notes.append(f"{self.dir.name}: a full disk reported as damage: "
+                                          f"{proc.err.strip().rpartition('error: ')[2][-300:]}")
                 if repaired or self.cli("journal", "--store", self.store, "--repair").code != 0:
                     return
                 repaired = True
@@ -332,30 +329,31 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agen
     trial.judge()
 
 
-def count_writes(folder: Path, row: Row, agent: ChaosAgent) -> int:
-    """The writes of a fault-free one-tool run of ``agent``: its write boundaries (two a write, before
-    its commit and after it) as ``agentfsm crash`` counts them to kill at. The run is judged too."""
+def count_writes(folder: Path, row: Row, agent: ChaosAgent) -> list[int]:
+    """The writes of a fault-free one-tool run of ``agent``, each as the frames it added to the
+    write-ahead log, at the write boundaries ``agentfsm crash`` counts to kill at (two a write,
+    before its commit and after it). The run is judged too."""
     reference = Trial(folder, row, agent, 1, pad=PAD)
     counted = reference.cli(*reference.run_args("--kill-at", "0", "--json"))
     reference.judge()
-    boundaries = [int(n) for n in notes(counted.out, "boundaries")]
-    if counted.code != 0 or not boundaries:
+    frames = [int(n) for text in notes(counted.out, "frames") for n in text.split()]
+    if counted.code != 0 or not frames:
         row.unclean += 1
-        row.notes.append(f"{folder.name}: the fault-free run counted no write boundaries (exit {counted.code})")
-        return 0
-    return boundaries[-1] // 2
+        row.notes.append(f"{folder.name}: the fault-free run counted no writes (exit {counted.code})")
+        return []
+    return frames
 
 
-def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, write: int, die: bool) -> None:
-    """full-disk: the disk fills at write ``write`` of a one-tool run (``run --full-disk-at``), a
-    random number of bytes past the end of the write-ahead log, so the commit there writes part of
-    its frames or none; the process fails on it (exit 2) or (``die``) is killed by it (SIGXFSZ) and
-    the user resumes before space returns (``still_full``). Then space returns and the user
-    resumes. Nothing committed is lost: a damage report is false (unclean)."""
+def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, write: int, frame: int,
+              die: bool) -> None:
+    """full-disk: the disk fills at frame ``frame`` (from 0) of write ``write`` of a one-tool run
+    (``run --full-disk-at``), a random number of bytes into it: the write's frames before it are
+    whole and none marks a commit. The process fails on it (exit 2) or (``die``) is killed by it
+    (SIGXFSZ) and the user resumes before space returns (``still_full``). Then space returns and
+    the user resumes. Nothing committed is lost: a damage report is false (unclean)."""
     trial = Trial(folder, row, agent, 1, pad=PAD)
     trial.false_damage = True
-    frame = FRAME_HEADER + 4096  # killed, a write of three frames or more leaves two whole, then a torn one
-    room = rng.randrange(2 * frame, 3 * frame) if die else rng.randrange(0, 3 * frame)
+    room = frame * FRAME_SIZE + rng.randrange(1 if die else 0, FRAME_SIZE)
     proc = trial.wait(trial.start("--full-disk-at", f"{2 * write - 1}:{room}{':die' if die else ''}"))
     if proc.code == -signal.SIGXFSZ:
         trial.killed.add(id(proc))
@@ -367,39 +365,45 @@ def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, wri
 
 
 def still_full(trial: Trial, rng: random.Random) -> None:
-    """The user resumes the killed run before space returns, the disk fuller still: the resume's
-    writes stop inside the frames the killed process left after the log's last commit, so the log
-    then holds a torn frame followed by whole ones of the same generation, none marking a commit:
-    a full disk's leftovers (nothing committed is lost), which a check must not call damage."""
+    """The user resumes the killed run before space returns, the disk fuller still: when the killed
+    write left two whole frames or more after the log's last commit, the resume's first write (its
+    lease) is cut inside the first of them and the resume killed too (an exit would close the log,
+    and SQLite then drops what follows the last commit). The log then holds a frame failing its
+    checksum followed by whole ones of the same generation, none marking a commit: a full disk's
+    leftovers (nothing committed is lost), which a check must not call damage."""
     wal = trial.dir / "j.db-wal"
     data = wal.read_bytes() if wal.exists() else b""
-    if len(data) < WAL_HEADER:
-        return
-    size = FRAME_HEADER + struct.unpack(">I", data[8:12])[0]
-    salts = struct.unpack(">2I", data[16:24])
-    valid, _ = wal_frames(data)
-    commits = [n for n in range(valid) if committed_frame(data[WAL_HEADER + n * size:][:FRAME_HEADER], *salts)]
-    start = WAL_HEADER + (commits[-1] + 1 if commits else 0) * size
-    whole = WAL_HEADER + (len(data) - WAL_HEADER) // size * size
-    if whole - size > start:  # the resume's first frame torn, a whole one left after it; killed by the full
-        # disk too (a process that exits closes the log, and SQLite then drops what follows the last commit)
-        resumed = trial.wait(spawn(trial.run_args("--resume"), trial.dir, rng.randrange(start + 1, start + size),
-                                   trial.env, die=True))
+    if (len(data) - committed_end(data)) // FRAME_SIZE >= 2:
+        resumed = trial.wait(trial.start("--resume", "--full-disk-at", f"0:{rng.randrange(1, FRAME_SIZE)}:die"))
         if resumed.code == -signal.SIGXFSZ:
             trial.killed.add(id(resumed))
 
 
 def full_disk_trial(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, turn: int, turns: int,
-                    writes: dict[str, int]) -> None:
-    """The agent's ``turn``-th of its ``turns`` full-disk trials: they fill the disk at its writes
-    (counted once, ``writes``) spread evenly, at every one in turn when there are as many trials
-    (those past its last write do nothing); every other one is killed by the full disk."""
+                    writes: dict[str, list[int]]) -> None:
+    """The agent's ``turn``-th of its ``turns`` full-disk trials, over the frames each write of its
+    run adds to the log (counted once: ``writes``): the even turns fill the disk at every frame in
+    turn, the process failing on it; the odd ones at every frame past a write's second, killing the
+    process with two whole frames of the write or more in the log, none marking a commit (what
+    ``still_full`` needs). Each kind's turns spread evenly over its frames, at every one when
+    there are as many (the turns past its last do nothing)."""
     if agent.name not in writes:
         writes[agent.name] = count_writes(folder / "reference", row, agent)
-    total = writes[agent.name]
-    if total > 0 and turn < total:
+    die = turn % 2 == 1
+    frames = [(write, k) for write, count in enumerate(writes[agent.name], 1) for k in range(count)
+              if k >= 2 or not die]
+    at = spread(turn // 2, (turns + (not die)) // 2, len(frames))
+    if at is not None:
         row.trials += 1
-        full_disk(folder / "fill", row, rng, agent, 1 + turn * total // min(turns, total), turn % 2 == 1)
+        full_disk(folder / "fill", row, rng, agent, *frames[at], die)
+
+
+def spread(i: int, n: int, total: int) -> int | None:
+    """The ``i``-th of ``n`` picks spread evenly over ``range(total)`` (the middle of its share), or
+    each in turn when ``n >= total`` (None past the last)."""
+    if n < total:
+        return (2 * i + 1) * total // (2 * n)
+    return i if i < total else None
 
 
 def notes(out: str, kind: str) -> list[str]:
@@ -632,7 +636,7 @@ def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None =
     and its figures go to that agent's row."""
     rng = random.Random(seed)
     rows: dict[tuple[str, str], Row] = {}
-    writes: dict[str, int] = {}  # full-disk: each agent's writes in a fault-free run
+    writes: dict[str, list[int]] = {}  # full-disk: the frames of each write of each agent's fault-free run
     base = Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
     try:
         for scenario in scenarios:
@@ -674,7 +678,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "chaos", help="fault campaigns against real durable runs: count duplicated effects, lost steps, stuck runs",
         description="Run bounded campaigns of real agentfsm processes, every bundled agent in turn (the Loom "
                     "agent, vibework, the tool-call runner, the explorer/evaluator loop), under faults (a second "
-                    "resumer, SIGKILL, SIGSTOP past the lease, a full disk at each write of a run in turn, journal "
+                    "resumer, SIGKILL, SIGSTOP past the lease, a full disk inside each write of a run in turn, journal "
                     "bit flips, a repair then a resume, a mistyped run id; with --pg, two resumers deciding rerun "
                     "on PostgreSQL, workers SIGKILLed and frozen, tools outliving the lease asleep or keeping the "
                     "GIL and, with --pg-dir, the PostgreSQL server "
@@ -687,8 +691,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                          "PostgreSQL and worker ones with --pg)")
     parser.add_argument("--trials", type=int, default=5, metavar="N",
                         help="trials per scenario (default 5); an agent scenario's trials take the agents in turn; "
-                             "full-disk's trials of an agent fill the disk at its writes spread evenly, at every "
-                             "one when they are as many")
+                             "full-disk's trials of an agent fill the disk inside its writes, at the frames they "
+                             "add to the log spread evenly, at every one when they are as many")
     parser.add_argument("--agent", action="append", choices=[a.name for a in AGENTS], default=[],
                         help="an agent to play (repeatable; default: every bundled agent)")
     parser.add_argument("--seed", type=int, default=None, metavar="N", help="random seed (default: random, printed)")

@@ -8,14 +8,22 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from agentfsm.faults.chaos import PG_SCENARIOS, SCENARIOS, WORKER_SCENARIOS, campaign, table_text
+from agentfsm.faults.chaos import (
+    PG_SCENARIOS,
+    SCENARIOS,
+    WORKER_SCENARIOS,
+    Row,
+    campaign,
+    count_writes,
+    full_disk,
+    table_text,
+)
 from agentfsm.faults.chaos_agents import AGENTS
 
 from agentfsm.cli import main
@@ -45,14 +53,15 @@ def test_sqlite_campaign() -> None:
 @pytest.mark.chaos
 def test_a_full_disk_at_every_write_of_every_agent() -> None:
     """``make chaos`` only (``make test-slow``, which CI runs, has the sweep's spread-out share): the
-    disk fills at each write of each agent's one-tool run in turn, killing the process every other
-    time; no effect duplicated, no step lost, no damage reported, every run resumed to its end."""
+    disk fills at each frame of each write of each agent's one-tool run in turn, the process failing
+    on it, and at each frame past a write's second, killing it; no effect duplicated, no step lost,
+    no damage reported, every run resumed to its end."""
     seed = int(os.environ.get("AGENTFSM_TEST_SEED", random.randrange(1 << 30)))
     print(f"seed {seed}")
-    rows = campaign(("full-disk",), trials=4 * 64, seed=seed)
+    rows = campaign(("full-disk",), trials=4 * 128, seed=seed)
     check(rows)
     for row in rows:
-        assert row.trials + 1 == row.runs and row.trials < 64, (row.agent, "every write, each once")
+        assert row.trials + 1 == row.runs and row.trials < 128, (row.agent, "every frame, each once")
         assert row.damaged == 0, row.notes
 
 
@@ -110,20 +119,74 @@ def test_short_campaign_of_the_scenarios_that_caught_issue_25(pg_url: str) -> No
     check(campaign(("slow-tools",), trials=2, seed=seed, url=pg_url))
 
 
-@pytest.mark.parametrize("die", [False, True])
-def test_a_disk_full_at_a_write_loses_nothing_and_the_run_goes_on(die: bool, tmp_path: Path) -> None:
+def test_a_disk_full_at_a_write_loses_nothing_and_the_run_goes_on(tmp_path: Path) -> None:
     """The full-disk sweep's fault at one write (the fifth, as the reply streams): the process fails
-    on it, or is killed by it with part of the commit's frames in the write-ahead log; once space
-    returns the resumed run reports no damage and ends, the tool run once."""
+    on it; once space returns the resumed run reports no damage and ends, the tool run once. (A process
+    killed by the full disk: the sweep's trial below.)"""
     (tmp_path / "work").mkdir()
     (tmp_path / "s.yaml").write_text(AGENTS[0].script(1, 0))
     argv = [AGENTFSM, "run", str(ROOT / "spec" / "loom-agent.yaml"), "--script", "s.yaml", "--store", "j.db"]
-    full = subprocess.run([*argv, "--full-disk-at", f"9:5000{':die' if die else ''}"], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
-    assert full.returncode == (-signal.SIGXFSZ if die else 2), full.stderr
-    assert die or "j.db: the disk is full or failing" in full.stderr
-    assert (tmp_path / "j.db-wal").exists() == die, "killed, it left its write-ahead log"
+    full = subprocess.run([*argv, "--full-disk-at", "9:5000"], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120)
+    assert full.returncode == 2, full.stderr
+    assert "j.db: the disk is full or failing" in full.stderr
+    assert not (tmp_path / "j.db-wal").exists(), "its log closed as the process exited"
     resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "final state ShuttingDown" in resumed.stdout
     assert (tmp_path / "ledger").read_text() == "t1\n"
+
+
+PLANT = """# The write-ahead log check with issue 25's fix of defect 5 reverted: a frame of the log's
+# generation after one failing its checksum counts as a commit, committed or not. A sitecustomize:
+# the agentfsm processes a trial starts import it through PYTHONPATH.
+import struct
+from agentfsm.impl.stores import wal
+
+_wal_frames, _committed_frame = wal.wal_frames, wal.committed_frame
+
+
+def planted(data):
+    wal.committed_frame = lambda header, salt1, salt2: struct.unpack(">2I", header[8:16]) == (salt1, salt2)
+    try:
+        return _wal_frames(data)
+    finally:
+        wal.committed_frame = _committed_frame
+
+
+wal.wal_frames = planted
+"""
+
+
+@pytest.fixture(scope="module")
+def loom_frames(tmp_path_factory: pytest.TempPathFactory) -> list[int]:
+    """The frames of each write of the full-disk sweep's fault-free Loom run."""
+    row = Row("full-disk", AGENTS[0].name)
+    frames = count_writes(tmp_path_factory.mktemp("reference") / "run", row, AGENTS[0])
+    assert row.ok and frames, row.notes
+    return frames
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_the_full_disk_sweep_fills_the_disk_between_the_frames_of_a_write(
+        plant: bool, loom_frames: list[int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25, defect 5, held by the sweep: the disk fills at the third frame of a Loom write of more,
+    killing the process with two whole frames and a torn one after the log's last commit, and the
+    resume before space returns is killed inside the first of them (a frame failing its checksum, then
+    whole ones, no commit). Once space returns the run resumes and ends: no damage reported, nothing
+    run twice or lost. With the fix reverted (``plant``) the trial counts the false damage report."""
+    if plant:
+        (tmp_path / "plant").mkdir()
+        (tmp_path / "plant" / "sitecustomize.py").write_text(PLANT)
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(tmp_path / "plant"),
+                                                                        os.environ.get("PYTHONPATH")))))
+    write = next(n for n, frames in enumerate(loom_frames, 1) if n > 1 and frames >= 3)  # not the run's creation
+    row = Row("full-disk", AGENTS[0].name)
+    full_disk(tmp_path / "fill", row, random.Random(7), AGENTS[0], write, 2, die=True)
+    print(row)
+    assert (row.faults, row.duplicated, row.lost, row.stuck) == (1, 0, 0, 0), row.notes
+    if plant:
+        assert (row.unclean, row.damaged) == (1, 1), row.notes
+        assert "a full disk reported as damage" in row.notes[0] and "committed frames follow it" in row.notes[0]
+    else:
+        assert (row.unclean, row.damaged) == (0, 0), row.notes

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from agentfsm.faults.chaos import agent_script
+from agentfsm.impl.stores.wal import committed_end
 from test_durable_agent import AGENTFSM, LOOM
 
 from agentfsm.cli import main
@@ -198,9 +199,11 @@ def uncommitted_frames_after_the_last_commit(tmp_path: Path, count: int) -> byte
 def test_uncommitted_frames_after_the_last_commit_are_not_damage(tmp_path: Path) -> None:
     """Issue 25, defect 5: a full disk mid-write left frames of a transaction that never committed;
     they were reported as damage that "would drop committed frames" and needed a repair."""
-    uncommitted_frames_after_the_last_commit(tmp_path, 3)
+    data = uncommitted_frames_after_the_last_commit(tmp_path, 3)
     view = run("journal", "j.db", cwd=tmp_path)
     assert view.returncode == 0 and "damaged" not in view.stderr, view.stdout + view.stderr
+    assert committed_end(data) == len(data) - 3 * (24 + 4096), "the next write goes over them"
+    assert committed_end(data[:-3 * (24 + 4096)]) == committed_end(data) and committed_end(b"") == 32
 
 
 def test_a_commit_after_a_damaged_frame_is_still_damage(tmp_path: Path) -> None:

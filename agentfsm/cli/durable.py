@@ -44,6 +44,7 @@ from agentfsm.impl.play import Durability, Reporter, held_runs, in_store, play_a
 from agentfsm.impl.script import AgentScript, EventScript
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
+from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_end
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
 
@@ -123,16 +124,23 @@ def _open_store(url: str, must_exist: bool, on_boundary: Boundary | None = None)
 
 class KillAt:
     """``--kill-at N`` (tests, ``agentfsm crash --agent-script``): SIGKILL this process at its Nth
-    write boundary; ``count`` is how many it passed (reported when the run ends alive)."""
+    write boundary; ``count`` is how many it passed (reported when the run ends alive). On SQLite,
+    ``frames`` counts the frames each write added to the write-ahead log (``agentfsm chaos`` fills
+    the disk at each of them)."""
 
-    def __init__(self, at: int) -> None:
+    def __init__(self, at: int, wal: Path | None = None) -> None:
         self.at, self.count = at, 0
+        self.wal = wal
+        self.frames: list[int] = []
+        self._before = 0  # the log's size when the write began
         self.interrupts: list[int] = []  # the boundaries right after an interrupt became durable
         self.children: list[int] = []    # the boundaries of writes to a child run (a sub-agent's)
         self.run_id = ""                 # the run the store writes to now (told by ``_Watched``)
 
     def __call__(self, phase: str, label: str) -> None:
         self.count += 1
+        if self.wal is not None:
+            self._measure(phase)
         if phase == "after" and INTERRUPT in label.replace(" ", "").split("+"):
             self.interrupts.append(self.count)
         if parent_effect(self.run_id) is not None:
@@ -140,24 +148,43 @@ class KillAt:
         if self.count == self.at:
             self.fault()
 
+    def _measure(self, phase: str) -> None:
+        """A write's frames: the log's growth from its ``before`` boundary (inside the write's
+        transaction, which holds the write lock) to its ``after`` one."""
+        assert self.wal is not None
+        try:
+            size = self.wal.stat().st_size
+            if phase == "after":
+                with self.wal.open("rb") as log:  # the log carries no lock of SQLite's: closing it drops none
+                    page = int.from_bytes(log.read(WAL_HEADER)[8:12], "big")
+        except OSError:  # no log (yet)
+            size = page = 0
+        if phase == "before":
+            self._before = size
+        else:
+            self.frames.append((size - self._before) // (FRAME_HEADER + page) if page else 0)
+
     def fault(self) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 class FullDiskAt(KillAt):
     """``--full-disk-at N:ROOM[:die]`` (``agentfsm chaos``'s full-disk sweep): the disk fills at
-    this process's Nth write boundary, ROOM bytes past the end of the store's write-ahead log then:
-    no file may grow beyond that (``RLIMIT_FSIZE``), so a commit there writes part of its frames,
-    or none. The write past it fails with EFBIG, which SQLite reports as a full disk or an I/O
-    error; with ``die`` the process is killed by it instead (SIGXFSZ), leaving what it wrote."""
+    this process's Nth write boundary (N = 0: before the store opens), ROOM bytes past where the
+    next transaction's frames go (the end of the write-ahead log's last commit): no file may grow
+    beyond that (``RLIMIT_FSIZE``), so a commit there writes part of its frames, or none. ROOM
+    of K frames and some bytes cuts a write's K+1st frame: its first K are written whole and
+    none marks a commit. The write past it fails with EFBIG, which SQLite reports as a full disk
+    or an I/O error; with ``die`` the process is killed by it instead (SIGXFSZ), leaving what it
+    wrote."""
 
-    def __init__(self, at: int, room: int, path: Path, die: bool = False) -> None:
-        super().__init__(at)
-        self.room, self.path, self.die = room, path, die
+    def __init__(self, at: int, room: int, wal: Path, die: bool = False) -> None:
+        super().__init__(at, wal)
+        self.room, self.die = room, die
 
     def fault(self) -> None:
-        wal = self.path.with_name(self.path.name + "-wal")
-        limit = (wal.stat().st_size if wal.exists() else 0) + self.room
+        assert self.wal is not None
+        limit = (committed_end(self.wal.read_bytes()) if self.wal.exists() else WAL_HEADER) + self.room
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL if self.die else signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
@@ -194,12 +221,15 @@ def _open_run_store(args: argparse.Namespace) -> Store:
     """The run's store, with the ``--kill-at`` hook (kept as ``args.kill_hook``)."""
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
-    args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at)
+    wal = None if is_postgres(args.store) else Path(f"{sqlite_path(args.store)}-wal")
+    args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at, wal)
     if args.full_disk_at is not None:
-        if is_postgres(args.store):
+        if wal is None:
             raise BadInput("--full-disk-at fills the disk of a SQLite store")
         at, room, die = args.full_disk_at
-        args.kill_hook = FullDiskAt(at, room, Path(sqlite_path(args.store)), die)
+        args.kill_hook = FullDiskAt(at, room, wal, die)
+        if at == 0:
+            args.kill_hook.fault()
     return _open_store(args.store, args.resume, args.kill_hook)
 
 
@@ -428,6 +458,8 @@ def run_durable_agent(table: Table, script: AgentScript, args: argparse.Namespac
                     reporter.note("interrupt-boundaries", " ".join(map(str, args.kill_hook.interrupts)))
                 if args.kill_hook.children:
                     reporter.note("child-boundaries", " ".join(map(str, args.kill_hook.children)))
+                if args.kill_hook.frames:
+                    reporter.note("frames", " ".join(map(str, args.kill_hook.frames)))
 
 
 STOP_CODES = {"SIGINT": 130, "SIGTERM": 143}

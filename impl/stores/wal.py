@@ -84,6 +84,19 @@ def committed_frame(header: bytes, salt1: int, salt2: int) -> bool:
     return f_commit != 0 and (f_salt1, f_salt2) == (salt1, salt2)
 
 
+def committed_end(wal: bytes) -> int:
+    """Where the log's next transaction writes its first frame: just past its last committed frame
+    (past its header when none is). Frames of a transaction that never committed (a full disk
+    mid-write) may lie beyond it: the next transaction writes over them."""
+    frames, _ = wal_frames(wal)
+    if frames == 0:
+        return WAL_HEADER
+    page, salt1, salt2 = struct.unpack(">I4x2I", wal[8:24])
+    size = FRAME_HEADER + int(page)
+    commits = [n for n in range(frames) if committed_frame(wal[WAL_HEADER + n * size:][:FRAME_HEADER], salt1, salt2)]
+    return WAL_HEADER + (commits[-1] + 1 if commits else 0) * size
+
+
 def header_damaged(wal: bytes) -> bool:
     """A log header (magic and page size intact) failing its checksum, followed by whole frames."""
     if len(wal) < WAL_HEADER:
