@@ -71,3 +71,13 @@ def test_a_system_file_is_parsed_once(argv: list[str], race_trace: Path, parses:
     args = [a.format(system=RACE, trace=race_trace) for a in argv]
     assert run_cli(args, capsys)[0] in (0, 1)
     assert per_file(parses, [RACE, *MEMBERS]) == {path.name: 1 for path in [RACE, *MEMBERS]}
+
+
+@pytest.mark.parametrize("argv", [["verify", "--summary"], ["check"], ["check", "--json"], ["diagram", "--out-dir"]])
+def test_a_bundled_system_and_its_tables_are_parsed_once(argv: list[str], parses: Counter[str], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Telling a system file from a table parses it; loading it, and its tables, takes what was parsed."""
+    system = ROOT / "spec" / "systems" / "loom-with-tools.yaml"
+    args = [*argv, str(tmp_path), str(system)] if argv[-1] == "--out-dir" else [*argv, str(system)]
+    assert run_cli(args, capsys)[0] == 0
+    assert per_file(parses, [system]) == {system.name: 1} and set(parses.values()) == {1}

@@ -160,21 +160,3 @@ def test_unhandled_emit_cannot_take_args() -> None:
     with pytest.raises(TableError) as info:
         load_table_bytes(text.encode(), "versions.yaml")
     assert "only a row's emit can compute args" in str(info.value)
-
-
-@pytest.mark.parametrize("command", [["verify", "--summary"], ["check"], ["diagram"]])
-def test_a_system_file_is_parsed_once(command: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """Telling a system file from a table reads it; loading it then takes what was read."""
-    from agentfsm.spec.yamlio import Document, load_document
-    system = str(Path(__file__).parent.parent / "spec" / "systems" / "loom-with-tools.yaml")
-    parsed: list[str] = []
-
-    def counted(raw: bytes, file: str) -> Document:
-        parsed.append(file)
-        return load_document(raw, file)
-    monkeypatch.setattr("agentfsm.spec.system_load.load_document", counted)
-    out = ["--out-dir", str(tmp_path)] if command[0] == "diagram" else []
-    assert main([*command, system, *out]) == 0
-    capsys.readouterr()
-    assert parsed == [system]
