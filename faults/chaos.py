@@ -595,7 +595,7 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
 
 def connect(url: str, schema: str) -> PostgresStore:
     """The store, once the server answers again (it may be restarting)."""
-    from agentfsm.impl.durable.journal import JournalError
+    from agentfsm.impl.stores.journal import JournalError
     from agentfsm.impl.stores.postgres import PostgresStore
 
     for _ in range(60):
@@ -608,7 +608,7 @@ def connect(url: str, schema: str) -> PostgresStore:
 
 def kill_server(pg_dir: Path) -> None:
     """SIGKILL the PostgreSQL server of ``scripts/postgres.sh`` in ``pg_dir`` and start it again."""
-    from agentfsm.impl.durable.leases import owner_gone
+    from agentfsm.impl.stores.leases import owner_gone
 
     pid = int((pg_dir / "data" / "postmaster.pid").read_text().split()[0])
     os.kill(pid, signal.SIGKILL)

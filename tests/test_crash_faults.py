@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from agentfsm.faults.crash import CrashChecker, CrashReport
-from agentfsm.impl.durable.journal import STARTED, Entry, Record
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.durable.state import Effect, RunState
+from agentfsm.impl.stores.journal import STARTED, Entry, Record
 from agentfsm.spec import Table, load_table
 
 APPROVAL_TABLE = Path(__file__).parent / "tables" / "approval-demo.yaml"

@@ -20,8 +20,8 @@ from typing import Any
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.agents.tools import Tool, Toolbox, builtin_tools
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.llm.client import Call, Fail, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.stores.journal import Store
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table
 from test_driver_loom import run

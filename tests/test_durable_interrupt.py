@@ -17,9 +17,9 @@ from pathlib import Path
 from agentfsm.impl.agents.loom import INTERRUPTED, LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.agents.tools import Toolbox
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import INTERRUPT
 from agentfsm.impl.durable.state import RunState
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
+from agentfsm.impl.stores.journal import INTERRUPT
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table
 from test_driver_loom import run

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import CREATED, STEP, Entry
-from agentfsm.impl.durable.leases import FencedStore, LeaseLost, RunHeld, owner_name
+from agentfsm.impl.stores.journal import CREATED, STEP, Entry
+from agentfsm.impl.stores.leases import FencedStore, LeaseLost, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.wal import WRITE_LOCK, held
 from test_durable_agent import AGENTFSM, LOOM, agentfsm, journal

@@ -16,9 +16,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import COMPLETED, DECIDED, STARTED, STEP, UNKNOWN, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, open_effects, repair
+from agentfsm.impl.stores.journal import COMPLETED, DECIDED, STARTED, STEP, UNKNOWN, Record
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec import Table
 from test_durable_agent import LOOM

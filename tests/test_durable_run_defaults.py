@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from agentfsm.impl.durable.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, OtherMachine, Record
 from agentfsm.impl.durable.ledger import Fenced, LedgerTool, MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, repair_torn_tail
+from agentfsm.impl.stores.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, OtherMachine, Record
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec import Table
 from strategies_tables import build

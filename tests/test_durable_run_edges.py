@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import STARTED, Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import CallSpec, DecisionError, DurableRun, Options, Report, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
+from agentfsm.impl.stores.journal import STARTED, Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table, load_table_bytes

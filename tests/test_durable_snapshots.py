@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pytest
-from agentfsm.impl.durable.journal import Entry, Record
 from agentfsm.impl.durable.run import DurableRun, Options
+from agentfsm.impl.stores.journal import Entry, Record
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.spec import Table, load_table_bytes
 

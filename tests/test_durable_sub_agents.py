@@ -23,9 +23,9 @@ from agentfsm.faults.crash_agent import AgentCrash, effects_problem
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.durable.children import child_run_id, decisions_of, owner, parent_effect
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import Entry, Record
 from agentfsm.impl.llm.client import ScriptedLlm
 from agentfsm.impl.script import AgentScript, load_script
+from agentfsm.impl.stores.journal import Entry, Record
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from conftest import ROOT

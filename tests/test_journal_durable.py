@@ -6,9 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import JSON, CorruptJournal, Store
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool, repair_torn_tail
+from agentfsm.impl.stores.journal import JSON, CorruptJournal, Store
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table

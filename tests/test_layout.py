@@ -23,9 +23,9 @@ LAYERS = (
     ("agentfsm",),                                       # the version
     ("agentfsm.spec",),                                  # formats, loaders, semantics
     ("agentfsm.impl.llm", "agentfsm.impl.engine"),       # the runtime: LLM clients, the engine
-    ("agentfsm.impl.driver", "agentfsm.impl.adapter",    # the agent driver, the adapter protocol,
-     "agentfsm.impl.durable.journal", "agentfsm.impl.durable.leases"),  # the protocols stores implement
-    ("agentfsm.impl.stores",),
+    ("agentfsm.impl.driver", "agentfsm.impl.adapter"),   # the agent driver, the adapter protocol
+    ("agentfsm.impl.stores.journal", "agentfsm.impl.stores.leases"),  # the protocols the stores implement,
+    ("agentfsm.impl.stores",),                           # the stores
     ("agentfsm.impl.durable",),
     ("agentfsm.impl.agents", "agentfsm.impl.workers"),
     ("agentfsm.impl", "agentfsm.impl.agents.play"),     # scripts and play: what the CLI drives
@@ -37,8 +37,9 @@ LAYERS = (
     ("agentfsm.cli",),
 )
 """Bottom to top: a module may import its own layer and those below. A module's layer is the one
-of its longest prefix listed (``agentfsm.impl.durable.journal`` sits below the stores, the rest of
-``agentfsm.impl.durable`` above them)."""
+of its longest prefix listed (``agentfsm.impl.stores.journal`` sits below the rest of
+``agentfsm.impl.stores``, the stores that implement it)."""
+
 
 def modules(root: Path, package_dirs: Mapping[str, str]) -> dict[str, Path]:
     """Each module's dotted name and file, from pyproject's package-dir map (a subpackage with its

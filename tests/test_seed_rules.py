@@ -28,9 +28,9 @@ from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.agents.vibework import VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import Envelope
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import JournalError
 from agentfsm.impl.engine import Engine, Outcome
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm, Wait
+from agentfsm.impl.stores.journal import JournalError
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, TableError, load_table

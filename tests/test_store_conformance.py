@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import Conflict, CorruptJournal, Entry, RunExists, Store, UnknownRun
+from agentfsm.impl.stores.journal import Conflict, CorruptJournal, Entry, RunExists, Store, UnknownRun
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from hypothesis import HealthCheck, given, settings

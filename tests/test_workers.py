@@ -10,10 +10,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from agentfsm.impl.durable.journal import JSON, Entry, JournalError
-from agentfsm.impl.durable.leases import FencedStore, Lease, LeaseLost
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import EffectCall, Options, StatusReply
+from agentfsm.impl.stores.journal import JSON, Entry, JournalError
+from agentfsm.impl.stores.leases import FencedStore, Lease, LeaseLost
 from agentfsm.impl.stores.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import StoreURLError, open_leasing_store, open_store, postgres_args, sqlite_path

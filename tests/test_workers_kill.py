@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import ANOMALY, STALE, STEP, UNKNOWN
 from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.stores.journal import ANOMALY, STALE, STEP, UNKNOWN
 from agentfsm.impl.stores.postgres import PostgresStore
 from agentfsm.impl.workers.worker import EVENT_ID, submit
 from agentfsm.spec import load_table

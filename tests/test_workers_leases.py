@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from agentfsm.impl.durable.journal import UNKNOWN
-from agentfsm.impl.durable.leases import FencedStore, Lease, LeaseLost
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool, MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options
 from agentfsm.impl.stores import postgres
+from agentfsm.impl.stores.journal import UNKNOWN
+from agentfsm.impl.stores.leases import FencedStore, Lease, LeaseLost
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.postgres import PostgresStore
 from agentfsm.impl.stores.sqlite import SqliteStore

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agentfsm.impl.durable.journal import JSON, Entry, JournalError, Loaded, Record
+from agentfsm.impl.stores.journal import JSON, Entry, JournalError, Loaded, Record
 
 
 class LeaseLost(BaseException):
