@@ -18,9 +18,8 @@ from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, repair_to
 from agentfsm.impl.stores.journal import APPROVAL_EXPIRED, Conflict, CorruptJournal, Entry, OtherMachine, Record
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec import Table
+from crashed_runs import crash_before_completed
 from strategies_tables import build
-
-CRASH_BEFORE_COMPLETED = 5   # the memory store's write boundary right before an effect's completed record
 
 
 def ask_then_call(lifetime: float) -> Table:
@@ -35,15 +34,10 @@ def ask_then_call(lifetime: float) -> Table:
 def test_an_idempotent_effect_is_started_five_times_by_default_then_left_to_the_user(loom: Table) -> None:
     store, tools = MemoryStore(), ledger_tools(loom, MemoryLedger(), False)
     run = DurableRun.create(store, loom, "r", tools)
-    store.arm(CRASH_BEFORE_COMPLETED)
-    with pytest.raises(Crash, match="before completed"):
-        run.deliver("UserInput", event_id="1")
+    crash_before_completed(store, lambda: run.deliver("UserInput", event_id="1"))
     for attempt in range(2, 6):
-        store.arm(CRASH_BEFORE_COMPLETED)
-        with pytest.raises(Crash, match="before completed"):
-            DurableRun.open(store, loom, "r", tools)
+        crash_before_completed(store, lambda: DurableRun.open(store, loom, "r", tools))
         assert DurableRun.attach(store, loom, "r", tools).st.effects["r/2/0"].attempts == attempt
-    store.arm(None)
     again = DurableRun.open(store, loom, "r", tools)
     [decision] = again.decisions()
     assert (decision.kind, again.st.effects["r/2/0"].attempts) == ("unknown-effect", 5)
@@ -122,10 +116,7 @@ def test_an_expiry_another_writer_journaled_first_is_not_journaled_again() -> No
 def test_an_effect_handed_to_the_performer_is_no_decision_while_it_runs(loom: Table) -> None:
     store, ledger = MemoryStore(), MemoryLedger()
     run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
-    store.arm(CRASH_BEFORE_COMPLETED)
-    with pytest.raises(Crash, match="before completed"):
-        run.deliver("UserInput", event_id="1")
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("UserInput", event_id="1"))
     handed: list[tuple[str, str, bool]] = []
     again = DurableRun.attach(store, loom, "r", ledger_tools(loom, ledger, False))
     again.performer = lambda effect, retry: handed.append((effect.key, effect.status, retry))
@@ -186,10 +177,8 @@ def test_a_status_saying_resume_performs_a_non_idempotent_effect_again(crashes: 
     table, tool = call_once(), Resumable("resume")
     store = crashed_before_completed(table, tool)
     for _ in range(crashes - 1):
-        store.arm(CRASH_BEFORE_COMPLETED)   # on reopening: unknown, started, then completed
-        with pytest.raises(Crash, match="before completed"):
-            DurableRun.open(store, table, "r", {"Call": tool})
-        store.arm(None)
+        # on reopening: unknown, started, then completed
+        crash_before_completed(store, lambda: DurableRun.open(store, table, "r", {"Call": tool}))
     run = DurableRun.open(store, table, "r", {"Call": tool})
     assert not run.decisions()
     assert run.st.effects["r/2/0"].status == "completed"

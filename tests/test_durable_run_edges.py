@@ -13,13 +13,13 @@ from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import CallSpec, DecisionError, DurableRun, Options, Report, describe_call
 from agentfsm.impl.durable.state import Effect, ReplayError
 from agentfsm.impl.stores.journal import STARTED, Conflict, Entry, JournalError, Loaded, Record
-from agentfsm.impl.stores.memory import Crash, MemoryStore
+from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table, load_table_bytes
 from conftest import ROOT, run_cli
+from crashed_runs import crash_before_completed
 
 LOOM = ROOT / "spec" / "loom-agent.yaml"
-CRASH_BEFORE_COMPLETED = 5   # the memory store's write boundary right before an effect's completed record
 
 
 def effect(tool: str = "", args: object = None) -> Effect:
@@ -124,13 +124,9 @@ def test_an_idempotent_effect_that_keeps_outliving_its_owner_becomes_a_decision(
     with ``max_attempts=2`` it is not retried a third time but left to the user, saying why."""
     store, ledger = MemoryStore(), MemoryLedger()
     run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
-    store.arm(CRASH_BEFORE_COMPLETED)
-    with pytest.raises(Crash, match="before completed"):
-        run.deliver("UserInput", event_id="1")
-    store.arm(CRASH_BEFORE_COMPLETED)
-    with pytest.raises(Crash, match="before completed"):
-        DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=2))
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("UserInput", event_id="1"))
+    crash_before_completed(store, lambda: DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False),
+                                                          options=Options(max_attempts=2)))
     again = DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False), options=Options(max_attempts=2))
     [decision] = again.decisions()
     assert (decision.kind, decision.id, again.st.effects["r/2/0"].attempts) == ("unknown-effect", "r/2/0", 2)
@@ -216,10 +212,7 @@ def unknown_tools_effect(loom: Table) -> tuple[MemoryStore, MemoryLedger, Durabl
     store, ledger = MemoryStore(), MemoryLedger()
     run = DurableRun.create(store, loom, "r", ledger_tools(loom, ledger, False))
     run.deliver("UserInput", event_id="1")
-    store.arm(CRASH_BEFORE_COMPLETED)
-    with pytest.raises(Crash, match="before completed"):
-        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2"))
     return store, ledger, DurableRun.open(store, loom, "r", ledger_tools(loom, ledger, False))
 
 

@@ -12,6 +12,7 @@ from agentfsm.impl.stores.journal import JSON, CorruptJournal, Store
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table
+from crashed_runs import crash_before_completed
 
 APPROVAL_TABLE = Path(__file__).parent / "tables" / "approval-demo.yaml"
 
@@ -62,10 +63,7 @@ def test_an_interrupted_non_idempotent_effect_becomes_a_decision_never_a_rerun(l
     store, ledger = MemoryStore(), MemoryLedger()
     run = start(loom, store, ledger)
     run.deliver("UserInput", event_id="1")
-    store.arm(5)
-    with pytest.raises(Crash, match="before completed"):
-        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2"))
     assert ledger.executions()["r/5/0"] == 1
     again = reopen(loom, store, ledger)
     assert ledger.executions()["r/5/0"] == 1
@@ -81,10 +79,7 @@ def test_the_user_may_decide_to_rerun_with_the_same_key(loom: Table) -> None:
     store, ledger = MemoryStore(), MemoryLedger()
     start(loom, store, ledger).deliver("UserInput", event_id="1")
     run = DurableRun.attach(store, loom, "r", ledger_tools(loom, ledger, False))
-    store.arm(5)
-    with pytest.raises(Crash):
-        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2"))
     again = reopen(loom, store, ledger)
     again.decide("r/5/0", "rerun")
     assert ledger.executions()["r/5/0"] == 2 and again.st.effects["r/5/0"].attempts == 2
@@ -94,10 +89,7 @@ def test_a_status_query_resolves_an_unknown_effect(loom: Table) -> None:
     store, ledger = MemoryStore(), MemoryLedger()
     run = start(loom, store, ledger, status=True)
     run.deliver("UserInput", event_id="1")
-    store.arm(5)
-    with pytest.raises(Crash):
-        run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2")
-    store.arm(None)
+    crash_before_completed(store, lambda: run.deliver("LlmCompleted", {"tool_calls": 1}, event_id="2"))
     again = reopen(loom, store, ledger, status=True)
     effect = again.st.effects["r/5/0"]
     assert (effect.status, effect.via, effect.result) == ("completed", "status",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from agentfsm.spec.scaled import loom_system
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.kernel import visited
@@ -79,21 +80,6 @@ def test_batches_equal_the_scalar_loop_on_every_system(path: Path, symmetry: boo
     assert_same(system, symmetry)
 
 
-def loom(tmp_path: Path, calls: int, changes: tuple[tuple[str, str], ...] = ()) -> System:
-    """The bundled Loom system with ``calls`` tool calls, and ``changes`` to its text."""
-    text = (ROOT / "spec" / "systems" / "loom-with-tools.yaml").read_text()
-    for old, new in (("count: 2", f"count: {calls}"), ("tool_calls: [0, 2]", f"tool_calls: [0, {calls}]"),
-                     ("agent: {table: ../loom-agent.yaml, mailbox: 2}",
-                      f"agent: {{table: ../loom-agent.yaml, mailbox: {calls}, set: {{max_tools: {calls}}}}}"),
-                     *changes, ("table: ../", f"table: {ROOT / 'spec'}/"),
-                     ("table: tables/", f"table: {ROOT / 'spec' / 'systems'}/tables/")):
-        assert old in text, old
-        text = text.replace(old, new)
-    path = tmp_path / f"loom-{calls}.yaml"
-    path.write_text(text)
-    return load_system(path)
-
-
 # Every fault kind, a link to any one member (a choice in the label), a guarded environment
 # event, a full mailbox (the agent's holds one message) and a message its target rejects (a
 # duplicated Execute reaching a running call).
@@ -108,7 +94,7 @@ CORNERS = (('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute'),
 
 @pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
 def test_every_step_kind_and_finding_of_messages_is_the_same(tmp_path: Path, symmetry: bool, switch: None) -> None:
-    system = loom(tmp_path, 2, CORNERS)
+    system = loom_system(2, tmp_path, CORNERS)
     ex = assert_same(system, symmetry)
     assert {label[0] for label in ex.edges_label} == {"env", "deliver", "crash", "lose", "duplicate", "stall", "wake"}
     assert any(label[4] for label in ex.edges_label)
@@ -117,7 +103,7 @@ def test_every_step_kind_and_finding_of_messages_is_the_same(tmp_path: Path, sym
 
 @pytest.mark.parametrize("calls", [3, pytest.param(4, marks=pytest.mark.slow)])
 def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalizer(tmp_path: Path, calls: int) -> None:
-    system = loom(tmp_path, calls)
+    system = loom_system(calls, tmp_path)
     full = assert_same(system, False, verdicts=False)
     assert_same(system, True, verdicts=False)
     batches = system_batched.batches(system, True)
@@ -132,7 +118,7 @@ def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalize
 def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
     with pytest.raises(ExplorationLimit, match="more than 500 configurations"):
-        explore_system(loom(tmp_path, 3), symmetry=False, limit=500)
+        explore_system(loom_system(3, tmp_path), symmetry=False, limit=500)
 
 
 def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.MonkeyPatch) -> None:

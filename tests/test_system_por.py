@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from agentfsm.spec.errors import TableError
+from agentfsm.spec.scaled import loom_system
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.system import batched as system_batched
@@ -25,7 +26,6 @@ from agentfsm.verify.system.verify import verify_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from system_strategies import system_files
-from test_system_levels import loom
 from test_system_verify import variant
 
 from agentfsm.cli import main
@@ -241,7 +241,7 @@ def batch_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_a_reduction_that_prunes_nothing_takes_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """On the Loom system every stubborn set is the full set: the reduced exploration goes a batch
     at a time as the full one does, and is the full one."""
-    system = loom(tmp_path, 3)
+    system = loom_system(3, tmp_path)
     runs = batch_runs(monkeypatch)
     reduced = explore_system(system, symmetry=False, reduction=True)
     assert runs

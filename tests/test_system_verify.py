@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agentfsm.spec.scaled import loom_system
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import label_text
@@ -61,10 +62,7 @@ def test_symmetry_counts_with_and_without() -> None:
 
 @pytest.mark.parametrize("count", [3, 4])
 def test_symmetry_quotient_with_more_calls(tmp_path: Path, count: int) -> None:
-    system = variant(tmp_path, SYSTEMS / "loom-with-tools.yaml", {
-        "count: 2": f"count: {count}", "agent: {table: ../loom-agent.yaml, mailbox: 2}":
-        f"agent: {{table: ../loom-agent.yaml, mailbox: {count}, set: {{max_tools: {count}}}}}",
-        "tool_calls: [0, 2]": f"tool_calls: [0, {count}]"})
+    system = loom_system(count, tmp_path)
     reduced, full = explore_system(system, symmetry=True), explore_system(system, symmetry=False)
     canonical = canonicalizer(system, True)
     assert set(reduced.configs) == {canonical(c) for c in full.configs}
