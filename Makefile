@@ -66,7 +66,7 @@ test: lint typecheck
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow --durations=20
-	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
+	$(BIN)/pytest --hypothesis-profile=fresh tests/verify/test_oracle.py
 
 # Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
 # repair then resume, a mistyped run id, two resumers on PostgreSQL, tools outliving the lease,
