@@ -26,7 +26,7 @@ ROW = re.compile(r"^(?P<machine>[\w.-]+): (?P<source>\*|\w+) --(?P<event>\w*)-->
 NAMED = re.compile(r"^(?P<machine>[\w.-]+) (?P<kind>invariant|property) (?P<name>[\w-]+)$")
 FIELD = re.compile(r"^(?P<machine>[\w.-]+) field (?P<path>[\w.]+)=(?P<value>\S+)$")
 CODE = re.compile(r"^(?P<file>(?:impl|spec|verify|faults|diagrams|agentfsm)/[\w/]+\.py)::(?P<name>[\w.]+)$")
-TEST = re.compile(r"^(?P<file>tests/\w+\.py)::(?P<name>\w+)$")
+TEST = re.compile(r"^(?P<file>tests/(?:\w+/)?\w+\.py)::(?P<name>\w+)$")
 
 
 @dataclass(frozen=True)
