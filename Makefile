@@ -66,7 +66,7 @@ test: lint typecheck
 # the oracle tests again on fresh seeds (make test runs them derandomised; docs/testing.md).
 test-slow: setup
 	$(BIN)/pytest -m slow --durations=20
-	$(BIN)/pytest --hypothesis-profile=fresh tests/test_oracle.py
+	$(BIN)/pytest --hypothesis-profile=fresh tests/verify/test_oracle.py
 
 # Fault campaigns with real processes (two resumers, SIGKILL, SIGSTOP, full disk, bit flips,
 # repair then resume, a mistyped run id, two resumers on PostgreSQL, tools outliving the lease,
@@ -95,7 +95,7 @@ bench: setup
 
 # The HTML report's screenshots in docs/report/ (docs/report.md), taken by its browser tests.
 report-screenshots: setup
-	AGENTFSM_REPORT_SCREENSHOTS=docs/report $(BIN)/pytest tests/test_report_browser.py
+	AGENTFSM_REPORT_SCREENSHOTS=docs/report $(BIN)/pytest tests/diagrams/test_report_browser.py
 
 # A private PostgreSQL cluster in .pg/ for the shared-store tests and benchmark (prints its URL).
 pg-start:

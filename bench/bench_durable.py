@@ -20,10 +20,10 @@ from pathlib import Path
 from agentfsm.faults.crash import CrashChecker
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig, Transcript
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import canonical
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, Options
 from agentfsm.impl.llm.client import Call, ReplyStep, Say, ScriptedLlm
+from agentfsm.impl.stores.journal import canonical
 from agentfsm.impl.stores.sqlite import SqliteStore, connect
 from agentfsm.spec import Table, load_table
 

@@ -21,8 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from agentfsm.spec.scaled import loom_system
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.spin import runner as spin
@@ -32,21 +34,6 @@ from explore_vs_spin import peak_memory
 
 SYSTEMS = Path(__file__).resolve().parent.parent / "spec" / "systems"
 SETTINGS = ((False, False), (True, False), (False, True), (True, True))   # (symmetry, reduction)
-
-
-def loom_system(calls: int, directory: Path) -> System:
-    """The bundled Loom system with ``calls`` tool-call instances (an LLM response asks for all)."""
-    text = (SYSTEMS / "loom-with-tools.yaml").read_text()
-    for old, new in (("count: 2", f"count: {calls}"),
-                     ("agent: {table: ../loom-agent.yaml, mailbox: 2}",
-                      f"agent: {{table: ../loom-agent.yaml, mailbox: {calls}, set: {{max_tools: {calls}}}}}"),
-                     ("tool_calls: [0, 2]", f"tool_calls: [0, {calls}]"),
-                     ("table: ../", f"table: {SYSTEMS.parent}/"), ("table: tables/", f"table: {SYSTEMS}/tables/")):
-        assert old in text, old
-        text = text.replace(old, new)
-    path = directory / f"loom-{calls}.yaml"
-    path.write_text(text)
-    return load_system(path)
 
 
 def peers_system(count: int, directory: Path) -> System:
@@ -62,7 +49,7 @@ def peers_system(count: int, directory: Path) -> System:
     return load_system(path)
 
 
-SERIES = {"loom": loom_system, "peers": peers_system}
+SERIES: dict[str, Callable[[int, Path], System]] = {"loom": loom_system, "peers": peers_system}
 
 
 def one(series: str, size: int, symmetry: bool, reduction: bool) -> None:

@@ -24,7 +24,8 @@ from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.explore import SystemExploration, explore_system
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_systems import SYSTEMS, loom_system
+from agentfsm.spec.scaled import loom_system
+from bench_systems import SYSTEMS
 
 THRESHOLDS = (0, 64, 128, 256, 512, 1024)
 

@@ -267,7 +267,7 @@ def structure_mermaid(system: System) -> str:
     """The instances and links as a flowchart that Mermaid lays out without a label on a label or a line.
 
     Mermaid stacks the labels of parallel edges and runs the environment's many edges through
-    other labels (measured in Chromium, tests/test_diagrams_browser.py), so this picture differs
+    other labels (measured in Chromium, tests/diagrams/test_diagrams_browser.py), so this picture differs
     from the DOT one: the links between two boxes are one edge (``<-->`` with each line led by
     its sender when they go both ways), and each box lists the events the environment sends it.
     """

@@ -12,9 +12,9 @@ import os
 import time
 from pathlib import Path
 
-from agentfsm.impl.durable.journal import JSON
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
 from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
+from agentfsm.impl.stores.journal import JSON
 from agentfsm.spec.model import Table
 
 

@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agentfsm.impl.durable.journal import ANOMALY, JSON, STALE, STEP, CorruptJournal, JournalError
 from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EngineStepper, Options
+from agentfsm.impl.stores.journal import ANOMALY, JSON, STALE, STEP, CorruptJournal, JournalError
 from agentfsm.impl.stores.memory import Crash, MemoryStore
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table

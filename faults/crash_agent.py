@@ -31,10 +31,10 @@ from typing import Any
 
 from agentfsm.faults.forking import Forked, ForkTimeout
 from agentfsm.impl.durable.children import child_run_id
-from agentfsm.impl.durable.journal import DECIDED, JournalError, Record
 from agentfsm.impl.durable.run import EngineStepper
 from agentfsm.impl.durable.state import apply, initial_state
 from agentfsm.impl.script import AgentScript
+from agentfsm.impl.stores.journal import DECIDED, JournalError, Record
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import Table, load_table
 

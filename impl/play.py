@@ -14,11 +14,11 @@ from agentfsm.impl.agents.tools import ToolResult
 from agentfsm.impl.driver import Driver, StateChange
 from agentfsm.impl.durable.children import decisions_of, parent_effect
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
-from agentfsm.impl.durable.journal import Store
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.engine import Engine, UnknownEvent
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm, close_client
 from agentfsm.impl.script import AgentScript, EventScript, Turn
+from agentfsm.impl.stores.journal import Store
 from agentfsm.spec import Table
 from agentfsm.spec.semantics import SemanticError
 

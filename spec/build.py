@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import jsonschema
 from agentfsm.spec import expr as ex
-from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError, shown
+from agentfsm.spec.errors import Collector, Mark, shown
+from agentfsm.spec.files import read_document
 from agentfsm.spec.model import (
     PROPERTY_KINDS,
     WILDCARD,
@@ -57,14 +58,13 @@ def schema() -> dict[str, Any]:
     return result
 
 
-def load_table(path: str | Path, overrides: Mapping[str, ex.Value] | None = None) -> Table:
-    """Read, validate and compile a table file; raise TableError listing every problem."""
-    name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise TableError([Diagnostic(Mark(name, 1, 1), f"cannot read file: {exc.strerror}")]) from None
-    return load_table_bytes(raw, name, overrides)
+def load_table(path: str | Path, overrides: Mapping[str, ex.Value] | None = None,
+               doc: Document | None = None) -> Table:
+    """Read (unless ``doc``, the file already parsed), validate and compile a table file; raise
+    TableError listing every problem."""
+    doc = read_document(path) if doc is None else doc
+    validate_schema(doc)
+    return compile_document(doc, str(path), overrides)
 
 
 def load_table_bytes(raw: bytes, file: str, overrides: Mapping[str, ex.Value] | None = None) -> Table:

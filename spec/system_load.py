@@ -18,7 +18,8 @@ from typing import Any
 
 from agentfsm.spec import expr as ex
 from agentfsm.spec.build import load_table, validate_schema
-from agentfsm.spec.errors import Collector, Diagnostic, Mark, TableError, shown
+from agentfsm.spec.errors import Collector, Mark, TableError, shown
+from agentfsm.spec.files import read_document
 from agentfsm.spec.model import Event, Table
 from agentfsm.spec.system_expr import Compiled, Member, parse_system_expr
 from agentfsm.spec.system_model import (
@@ -33,7 +34,7 @@ from agentfsm.spec.system_model import (
     SysProperty,
     System,
 )
-from agentfsm.spec.yamlio import Document, load_document
+from agentfsm.spec.yamlio import Document
 from agentfsm.spec.yamlio import Path as NodePath
 
 _REF = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?\Z")
@@ -58,8 +59,8 @@ def system_document(path: str | Path) -> Document | None:
     """The file parsed, when it is a system file; None for a table or a file that does not parse
     (its loader reports why). Loading it then takes this document, so it is parsed once."""
     try:
-        doc = load_document(Path(path).read_bytes(), str(path))
-    except (OSError, TableError):
+        doc = read_document(path)
+    except TableError:
         return None
     return doc if is_system_document(doc) else None
 
@@ -70,15 +71,9 @@ def is_system_file(path: str | Path) -> bool:
 
 def load_system(path: str | Path, doc: Document | None = None) -> System:
     """Read (unless ``doc``, the file already parsed), validate and compile a system file."""
-    name = str(path)
-    if doc is None:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise TableError([Diagnostic(Mark(name, 1, 1), f"cannot read file: {exc.strerror}")]) from None
-        doc = load_document(raw, name)
+    doc = read_document(path) if doc is None else doc
     validate_schema(doc, system_schema())
-    return _Builder(doc, name, Path(path).parent).build()
+    return _Builder(doc, str(path), Path(path).parent).build()
 
 
 class _Builder:

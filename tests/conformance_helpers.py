@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from agentfsm.spec import Table
+from agentfsm.spec.vectorfile import to_json
+from agentfsm.verify.conformance.vectors import generate
 from naive_semantics import NaiveTable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,3 +54,18 @@ class OracleHandler:
         if self.report_vars:
             reply["vars"] = dict(self.values)
         return reply
+
+
+def log_of(table: Table, walks: int = 3) -> list[dict[str, Any]]:
+    """A production-like log: several runs, each a walk, separated by resets."""
+    lines: list[dict[str, Any]] = []
+    for vector in generate(table, sets=["walks"], walks=walks, walk_length=30)[1]:
+        lines.append({"reset": True})
+        for s in to_json(vector)["steps"]:
+            lines.append({"event": s["event"], "params": s["params"], **s["expect"]})
+    return lines[1:]
+
+
+def write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -10,8 +10,9 @@ from agentfsm.verify.system.explore import SystemExploration, explore_system
 from agentfsm.verify.system.verify import verify_system
 from agentfsm.verify.table.checks import CheckResult, Verdict, run_checks
 from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
+from agentfsm.verify.table.verify import verify_table
 
 __all__ = [
     "CheckResult", "Exploration", "ExplorationLimit", "SysCheck", "SysVerdict", "SystemExploration", "Verdict",
-    "explore", "explore_system", "run_checks", "run_system_checks", "verify_system",
+    "explore", "explore_system", "run_checks", "run_system_checks", "verify_system", "verify_table",
 ]

@@ -20,8 +20,9 @@ from agentfsm.cli.util import (
 from agentfsm.spec.build import load_table
 from agentfsm.spec.bundled import bundled_systems, bundled_tables
 from agentfsm.spec.errors import TableError
+from agentfsm.spec.files import parsed_document
 from agentfsm.spec.suggest import did_you_mean
-from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.system_load import load_system
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,7 +52,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.json:
         return _check_json(args)
     table_paths, system_paths, parsed = split_systems(args.tables)
-    tables = load_tables(table_paths, args.overrides)
+    tables = load_tables(table_paths, args.overrides, parsed)
     systems = load_systems(system_paths, parsed)
     for table in tables:
         print(f"{table.file}: ok: {table.summary()}")
@@ -62,14 +63,15 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _check_json(args: argparse.Namespace) -> int:
     """``check --json``: every file checked, in order; exit 2 when any did not load."""
-    per_table = overrides_by_table([path for path in args.tables if not is_system_file(path)],
-                                   parse_overrides(args.overrides))
+    table_paths, system_paths, parsed = split_systems(args.tables)
+    per_table = overrides_by_table(table_paths, parse_overrides(args.overrides), parsed)
     files: list[dict[str, Any]] = []
     for path in args.tables:
-        system = is_system_file(path)
+        system = path in system_paths
         entry: dict[str, Any] = {"file": path, "kind": "system" if system else "table"}
         try:
-            loaded = load_system(path) if system else load_table(path, per_table[path])
+            doc = parsed_document(parsed, path)
+            loaded = load_system(path, doc) if system else load_table(path, per_table[path], doc)
         except TableError as exc:
             entry.update(ok=False, summary=None, diagnostics=[
                 {"file": d.mark.file, "line": d.mark.line, "col": d.mark.col, "message": d.message}

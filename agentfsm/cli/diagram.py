@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,10 @@ from agentfsm.diagrams.output import FORMATS, SUFFIXES, committed_pictures, comm
 from agentfsm.diagrams.overlay import OverlayError, coverage_overlay, trace_overlay
 from agentfsm.diagrams.render import RenderError, run_dot, svg
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg, structure_dot, structure_mermaid
+from agentfsm.spec.files import Parsed
 from agentfsm.spec.model import Table
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import SystemTraceError
-from agentfsm.spec.yamlio import Document
 from agentfsm.verify.system.paths import replay
 from agentfsm.verify.table.explore import explore
 
@@ -59,7 +58,7 @@ def run_diagram(args: argparse.Namespace) -> int:
     table_paths, system_paths, parsed = split_systems(args.tables)
     if args.out_dir:
         try:
-            return _write_all(args, load_tables(table_paths, args.overrides) if table_paths else [],
+            return _write_all(args, load_tables(table_paths, args.overrides, parsed) if table_paths else [],
                               load_systems(system_paths, parsed))
         except RenderError as exc:
             raise BadInput(str(exc)) from None
@@ -67,7 +66,7 @@ def run_diagram(args: argparse.Namespace) -> int:
         if table_paths or len(system_paths) != 1:
             raise BadInput("a system file is drawn alone (no tables beside it), or with others by --out-dir")
         return _draw_system(args, system_paths[0], parsed)
-    tables = load_tables(args.tables, args.overrides)
+    tables = load_tables(args.tables, args.overrides, parsed)
     try:
         if len(tables) != 1:
             raise BadInput("several tables need --out-dir; -o and standard output take one table")
@@ -87,7 +86,7 @@ def run_diagram(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _draw_system(args: argparse.Namespace, path: str, parsed: Mapping[str, Document]) -> int:
+def _draw_system(args: argparse.Namespace, path: str, parsed: Parsed) -> int:
     """A system: its instances and links, or with --trace its counterexample as a sequence chart."""
     [system] = load_systems([path], parsed)
     if args.coverage or args.explored or args.compact:

@@ -20,7 +20,12 @@ from agentfsm.cli.util import deprecated, json_envelope, load_tables
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
-from agentfsm.impl.durable.journal import (
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
+from agentfsm.impl.durable.state import ReplayError
+from agentfsm.impl.llm.client import LlmClient
+from agentfsm.impl.play import Durability, Reporter, held_runs, in_store, play_agent, report_decisions
+from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.stores.journal import (
     INTERRUPT,
     JSON,
     Boundary,
@@ -36,12 +41,7 @@ from agentfsm.impl.durable.journal import (
     StoreFailed,
     UnknownRun,
 )
-from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
-from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
-from agentfsm.impl.durable.state import ReplayError
-from agentfsm.impl.llm.client import LlmClient
-from agentfsm.impl.play import Durability, Reporter, held_runs, in_store, play_agent, report_decisions
-from agentfsm.impl.script import AgentScript, EventScript
+from agentfsm.impl.stores.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
 from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_end

@@ -29,8 +29,8 @@ COMMANDS: dict[str, Command] = {
     "worker": Command("agentfsm.cli.workers", "serve queued runs from a shared store, under leases"),
     "jobs": Command("agentfsm.cli.workers", "list the runs queued in a shared store and their status"),
     "crash": Command("agentfsm.cli.crash", "crash the durable runtime at every write boundary and check recovery"),
-    "chaos": Command("agentfsm.faults.chaos", "fault campaigns against real durable runs: count duplicated "
-                                              "effects, lost steps, stuck runs"),
+    "chaos": Command("agentfsm.cli.chaos", "fault campaigns against real durable runs: count duplicated "
+                                            "effects, lost steps, stuck runs"),
     "vectors": Command("agentfsm.cli.conformance", "generate conformance test vectors from a table"),
     "conform": Command("agentfsm.cli.conformance", "run conformance vectors against an implementation's adapter"),
     "mutants": Command("agentfsm.cli.conformance", "measure the vectors: run mutants of the table as "

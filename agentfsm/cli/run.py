@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentfsm.cli import durable as durable_commands
 from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, BadInput
-from agentfsm.cli.util import add_set_option, load_tables, parse_overrides, reporting
+from agentfsm.cli.util import add_set_option, load_tables, parse_overrides, reporting, split_systems
 from agentfsm.impl.adapter import serve
 from agentfsm.impl.agents.play import ASKS_PERMISSION, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.llm.client import close_client
@@ -22,7 +22,8 @@ from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.system_run import RunDiverged, run_trace
 from agentfsm.spec import load_table
 from agentfsm.spec.errors import TableError
-from agentfsm.spec.system_load import is_system_file, load_system
+from agentfsm.spec.files import Parsed, parsed_document
+from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_trace import SystemTraceError, describe_config, load_system_trace
 
 
@@ -72,9 +73,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    if is_system_file(args.table):
-        return run_system(args)
-    [table] = load_tables([args.table], args.overrides)
+    _, systems, parsed = split_systems([args.table])
+    if systems:
+        return run_system(args, parsed)
+    [table] = load_tables([args.table], args.overrides, parsed)
     try:
         script = load_script(args.script, replies=args.openai is None)
     except ScriptError as exc:
@@ -92,7 +94,8 @@ def run_run(args: argparse.Namespace) -> int:
             return durable_commands.run_durable(table, script, args, reporter)
         return play_events(table, script, reporter)
     if table.runtime:  # an agent serves the table's runtime limits, not its verification bounds
-        table = load_table(args.table, {**table.runtime, **parse_overrides(args.overrides)})
+        table = load_table(args.table, {**table.runtime, **parse_overrides(args.overrides)},
+                           parsed_document(parsed, args.table))
     if args.workdir is not None:
         workdir = Path(args.workdir)
     elif script.workdir is not None:
@@ -150,10 +153,10 @@ def run_run(args: argparse.Namespace) -> int:
         raise BadInput(f"{args.table}: cannot drive this table as a Loom agent: {exc}") from None
 
 
-def run_system(args: argparse.Namespace) -> int:
+def run_system(args: argparse.Namespace, parsed: Parsed) -> int:
     """``run SYSTEM --script TRACE``: the engines play an interleaved trace; exit 1 if a step cannot happen."""
     try:
-        system = load_system(args.table)
+        system = load_system(args.table, parsed_document(parsed, args.table))
     except TableError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)

@@ -11,10 +11,10 @@ from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import json_envelope, load_systems
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg
 from agentfsm.spec.audit_mapping import AuditMapping, MappingError, load_mapping, plain_mapping
+from agentfsm.spec.files import Parsed
 from agentfsm.spec.system_log import LogError, LoggedStep, read_logs, split_arg, text
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import SystemTrace, describe_config
-from agentfsm.spec.yamlio import Document
 from agentfsm.verify.system.audit import SystemAudit, audit_system
 from agentfsm.verify.system.paths import format_steps
 
@@ -58,7 +58,7 @@ def _unnamed(system: System, logs: list[str]) -> list[int]:
     return [inst.index for inst in system.instances if inst.name not in named]
 
 
-def run_system_audit(args: argparse.Namespace, path: str, parsed: dict[str, Document]) -> int:
+def run_system_audit(args: argparse.Namespace, path: str, parsed: Parsed) -> int:
     if args.overrides:
         raise BadInput("--set overrides a table's constants; a system sets its instances' own (its 'set:')")
     [system] = load_systems([path], parsed)

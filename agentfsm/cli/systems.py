@@ -10,10 +10,10 @@ from typing import Any
 from agentfsm.cli.exits import BadInput
 from agentfsm.cli.util import load_systems, print_violations
 from agentfsm.spec.errors import TableError
+from agentfsm.spec.files import Parsed, parsed_document
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import SystemTrace, SystemTraceError, load_system_trace
-from agentfsm.spec.yamlio import Document
 from agentfsm.verify.junit import Case, Suite
 from agentfsm.verify.report import Unverified, check_title
 from agentfsm.verify.system.checks import SysCheck, SysVerdict
@@ -21,11 +21,11 @@ from agentfsm.verify.system.paths import format_steps, replay
 from agentfsm.verify.system.replay import system_violations
 
 
-def load_or_unverified(path: str, doc: Document | None = None) -> System | Unverified:
-    """The system (from ``doc``, the file already parsed, where given), or (its diagnostics
+def load_or_unverified(path: str, parsed: Parsed) -> System | Unverified:
+    """The system (from its document in ``parsed``, the file already parsed), or (its diagnostics
     printed) why it is not verified."""
     try:
-        return load_system(path, doc)
+        return load_system(path, parsed_document(parsed, path))
     except TableError as exc:
         for diagnostic in exc.diagnostics:
             print(diagnostic, file=sys.stderr)
@@ -108,8 +108,8 @@ def load_trace_file(system: System, path: str) -> SystemTrace:
         raise BadInput(f"{path}: {exc}") from None
 
 
-def run_replay_system(system_path: str, trace_path: str) -> int:
-    [system] = load_systems([system_path])
+def run_replay_system(system_path: str, trace_path: str, parsed: Parsed) -> int:
+    [system] = load_systems([system_path], parsed)
     trace = load_trace_file(system, trace_path)
     title = f"{trace.kind} {trace.check}" if trace.check else (trace.kind or "trace")
     try:

@@ -7,16 +7,14 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
-
-import yaml
 
 from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.expr import Value
+from agentfsm.spec.files import Parsed, parse_files, parsed_document
 from agentfsm.spec.suggest import did_you_mean
-from agentfsm.spec.system_load import load_system, system_document
+from agentfsm.spec.system_load import is_system_document, load_system
 from agentfsm.spec.system_model import System
 from agentfsm.spec.yamlio import Document
 
@@ -75,12 +73,16 @@ def add_set_option(parser: argparse.ArgumentParser) -> None:
                         help="override a constant of the table (repeatable)")
 
 
-def overrides_by_table(paths: Sequence[str], values: Mapping[str, Value]) -> dict[str, dict[str, Value]]:
+def overrides_by_table(paths: Sequence[str], values: Mapping[str, Value],
+                       parsed: Parsed) -> dict[str, dict[str, Value]]:
     """The ``--set`` values each table gets. With several tables a constant goes to the tables
     that declare it (tables share no constants, so one --set for all of them would fail on all
-    but one); a name none of them declares is bad input, suggested from all their constants."""
-    declared = {path: _constant_names(path) for path in paths}
-    if len(paths) < 2 or not values or any(names is None for names in declared.values()):
+    but one); a name none of them declares is bad input, suggested from all their constants.
+    ``parsed`` holds each table's document, so the constants are read without parsing again."""
+    if len(paths) < 2 or not values:
+        return {path: dict(values) for path in paths}
+    declared = {path: _constant_names(parsed.get(path)) for path in paths}
+    if any(names is None for names in declared.values()):
         return {path: dict(values) for path in paths}  # a table that does not read reports itself
     known = set().union(*(names for names in declared.values() if names is not None))
     for name in values:
@@ -90,42 +92,38 @@ def overrides_by_table(paths: Sequence[str], values: Mapping[str, Value]) -> dic
             for path in paths}
 
 
-def _constant_names(path: str) -> set[str] | None:
-    """The names under a table file's ``constants:`` (None: the file does not read as YAML)."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+def _constant_names(doc: Document | TableError | None) -> set[str] | None:
+    """The names under a table's ``constants:`` (None: the file did not read or parse)."""
+    if not isinstance(doc, Document):
         return None
-    constants = data.get("constants") if isinstance(data, dict) else None
+    constants = doc.data.get("constants") if isinstance(doc.data, dict) else None
     return {str(name) for name in constants} if isinstance(constants, dict) else set()
 
 
-def load_tables(paths: Sequence[str], overrides: Sequence[str] = ()) -> list[Table]:
-    """Load every table, printing all diagnostics; raise SystemExit(2) if any failed."""
-    per_table = overrides_by_table(paths, parse_overrides(overrides))
-    return _load_all(paths, lambda path: load_table(path, per_table[path]))
+def load_tables(paths: Sequence[str], overrides: Sequence[str] = (), parsed: Parsed | None = None) -> list[Table]:
+    """Load every table (from its document in ``parsed``, else parsed here, once), printing all
+    diagnostics; raise SystemExit(2) if any failed."""
+    parsed = parse_files(paths) if parsed is None else parsed
+    per_table = overrides_by_table(paths, parse_overrides(overrides), parsed)
+    return _load_all(paths, lambda path: load_table(path, per_table[path], parsed_document(parsed, path)))
 
 
-def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str], dict[str, Document]]:
-    """(table paths, system paths, each system file parsed): a system file has a top-level
-    ``system:`` key. Loading a system takes its document from the third, so it is parsed once."""
-    tables: list[str] = []
-    systems: list[str] = []
-    parsed: dict[str, Document] = {}
-    for path in paths:
-        doc = parsed.get(path) or system_document(path)
-        if doc is None:
-            tables.append(path)
-        else:
-            systems.append(path)
-            parsed[path] = doc
-    return tables, systems, parsed
+def split_systems(paths: Sequence[str]) -> tuple[list[str], list[str], Parsed]:
+    """(table paths, system paths, every file parsed): a system file has a top-level ``system:``
+    key. Loading a table or a system takes its document from the third, so it is parsed once."""
+    parsed = parse_files(paths)
+    systems = [path for path in paths if _is_system(parsed[path])]
+    return [path for path in paths if path not in systems], systems, parsed
 
 
-def load_systems(paths: Sequence[str], parsed: Mapping[str, Document] | None = None) -> list[System]:
+def _is_system(doc: Document | TableError) -> bool:
+    return isinstance(doc, Document) and is_system_document(doc)
+
+
+def load_systems(paths: Sequence[str], parsed: Parsed | None = None) -> list[System]:
     """Load every system (from its document in ``parsed``, when there), printing all diagnostics;
     raise SystemExit(2) if any failed."""
-    return _load_all(paths, lambda path: load_system(path, (parsed or {}).get(path)))
+    return _load_all(paths, lambda path: load_system(path, parsed_document(parsed or {}, path)))
 
 
 def _load_all(paths: Sequence[str], load: Callable[[str], Loaded]) -> list[Loaded]:

@@ -35,10 +35,9 @@ from agentfsm.cli.util import (
 )
 from agentfsm.diagrams.report_data import system_entry, table_entry, unverified_entry
 from agentfsm.spec import Table, TableError, load_table
+from agentfsm.spec.files import Parsed, parsed_document
 from agentfsm.spec.suggest import did_you_mean
-from agentfsm.spec.system_load import is_system_file
 from agentfsm.spec.trace import Trace, TraceError, format_trace, load_trace
-from agentfsm.spec.yamlio import Document
 from agentfsm.verify.junit import junit_xml
 from agentfsm.verify.progress import Progress
 from agentfsm.verify.report import Unverified, json_report, junit_suites, summary_line, text_report
@@ -46,9 +45,10 @@ from agentfsm.verify.spin.promela import PromelaLimit, export_promela
 from agentfsm.verify.spin.system_promela import ExportError, export_system_promela
 from agentfsm.verify.system.checks import SysVerdict
 from agentfsm.verify.system.verify import verify_system
-from agentfsm.verify.table.checks import KINDS, Verdict, run_checks
-from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit, explore
+from agentfsm.verify.table.checks import KINDS, Verdict
+from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, DEFAULT_NOTE, ExplorationLimit
 from agentfsm.verify.table.replay import violations
+from agentfsm.verify.table.verify import verify_table
 
 # What stops an exploration nobody bounded: a few GB at most (docs/verifier.md, "Resource limits").
 DEFAULT_MAX_SYSTEM_CONFIGURATIONS = 1_000_000
@@ -119,25 +119,6 @@ def _positive(text: str) -> int:
     return value
 
 
-def verify_table(table: Table, progress: bool = True, max_configurations: int | None = None) -> tuple[Verdict, float]:
-    """Explore and check one table; raise ExplorationLimit when it stops early (the limit,
-    or memory running out while exploring or checking)."""
-    meter = Progress(f"exploring {table.machine}") if progress else None
-    start = time.perf_counter()
-    try:
-        ex = explore(table, meter, max_configurations)
-    finally:
-        if meter is not None:
-            meter.done()
-    try:
-        verdict = run_checks(ex)
-    except MemoryError:
-        count, transitions, depth = ex.count, ex.transitions, ex.reached[2]
-        del ex
-        raise ExplorationLimit("out of memory while checking", count, transitions, depth) from None
-    return verdict, time.perf_counter() - start
-
-
 def narrowing_hint(table: Table) -> str:
     """How to make the space smaller: the constants to lower, the widest ranges."""
     ranges = sorted((v for v in table.variables if v.type == "int"), key=lambda v: v.lo - v.hi)[:3]
@@ -175,14 +156,14 @@ def run_verify(args: argparse.Namespace) -> int:
         raise BadInput(f"--check {args.check}: --check goes with --trace-out FILE (the check whose "
                        "counterexample to write)")
     table_paths, system_paths, parsed = split_systems(args.tables)
-    per_table = overrides_by_table(table_paths, parse_overrides(args.overrides))
+    per_table = overrides_by_table(table_paths, parse_overrides(args.overrides), parsed)
     table_limit, table_default = _limit(args, DEFAULT_MAX_CONFIGURATIONS)
     results: list[Verdict | Unverified] = []
     seconds: list[float] = []
     for path in table_paths:
         start = time.perf_counter()
         try:
-            table = load_table(path, per_table[path])
+            table = load_table(path, per_table[path], parsed_document(parsed, path))
         except TableError as exc:
             for diagnostic in exc.diagnostics:
                 print(diagnostic, file=sys.stderr)
@@ -190,7 +171,7 @@ def run_verify(args: argparse.Namespace) -> int:
             seconds.append(time.perf_counter() - start)
             continue
         try:
-            verdict, elapsed = verify_table(table, max_configurations=table_limit)
+            verdict, elapsed = verify_table(table, Progress(f"exploring {table.machine}"), table_limit)
         except ExplorationLimit as stop:
             message = limit_message(table, stop, table_default)
             print(f"agentfsm: error: {message}", file=sys.stderr)
@@ -203,7 +184,7 @@ def run_verify(args: argparse.Namespace) -> int:
             print(summary_line(verdict, elapsed), flush=True)
         elif not args.json:
             print("\n".join(text_report(verdict, elapsed, args.verbose)), flush=True)
-    system_results = [_verify_system_file(args, path, parsed[path]) for path in system_paths]
+    system_results = [_verify_system_file(args, path, parsed) for path in system_paths]
     system_verdicts = [r for r, _ in system_results if isinstance(r, SysVerdict)]
     if args.json:
         report = json_envelope("verify", json_report(results))
@@ -228,10 +209,10 @@ def run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _verify_system_file(args: argparse.Namespace, path: str, doc: Document) -> tuple[SysVerdict | Unverified, float]:
+def _verify_system_file(args: argparse.Namespace, path: str, parsed: Parsed) -> tuple[SysVerdict | Unverified, float]:
     """One system file verified and its report printed, or why it was not (load, limit); the seconds."""
     start = time.perf_counter()
-    system = load_or_unverified(path, doc)
+    system = load_or_unverified(path, parsed)
     if isinstance(system, Unverified):
         return system, time.perf_counter() - start
     limit, default = _limit(args, DEFAULT_MAX_SYSTEM_CONFIGURATIONS)
@@ -302,9 +283,10 @@ def _write(path: str, data: bytes) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    if is_system_file(args.table):
-        return run_replay_system(args.table, args.trace)
-    [table] = load_tables([args.table], args.overrides)
+    _, systems, parsed = split_systems([args.table])
+    if systems:
+        return run_replay_system(args.table, args.trace, parsed)
+    [table] = load_tables([args.table], args.overrides, parsed)
     try:
         text = Path(args.trace).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -324,14 +306,15 @@ def run_export(args: argparse.Namespace) -> int:
         deprecated("export --promela", "export --format promela")
     elif args.format is None:
         raise BadInput("export needs --format promela (the only format so far)")
-    if is_system_file(args.table):
-        [system] = load_systems([args.table])
+    _, systems, parsed = split_systems([args.table])
+    if systems:
+        [system] = load_systems(systems, parsed)
         try:
             sys.stdout.write(export_system_promela(system))
         except ExportError as exc:
             raise BadInput(f"{args.table}: {exc}") from None
         return EXIT_OK
-    [table] = load_tables([args.table], args.overrides)
+    [table] = load_tables([args.table], args.overrides, parsed)
     try:
         sys.stdout.write(export_promela(table))
     except PromelaLimit as exc:

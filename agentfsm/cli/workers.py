@@ -19,10 +19,10 @@ from pathlib import Path
 from agentfsm.cli import durable as durable_commands
 from agentfsm.cli.exits import EXIT_OK, BadInput
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
-from agentfsm.impl.durable.journal import JSON, JournalError, RunExists
-from agentfsm.impl.durable.leases import LeasingStore
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.impl.stores.journal import JSON, JournalError, RunExists
+from agentfsm.impl.stores.leases import LeasingStore
 from agentfsm.impl.stores.urls import open_leasing_store
 from agentfsm.impl.workers.worker import ToolFactory, check_events, serve, submit
 from agentfsm.spec.model import Table

@@ -28,11 +28,11 @@ from typing import Any, Literal, Protocol
 from agentfsm.impl.agents.explorer_commands import EXPLORE, Command, CommandRunner, Reply, parse_reply
 from agentfsm.impl.agents.journaled import Pending, begin_effect, replay, report
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, Record
 from agentfsm.impl.durable.run import Calls, Described, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import LlmClient, LlmError, LlmRequest, ResponseBuilder, complete
+from agentfsm.impl.stores.journal import JSON, Record
 from agentfsm.spec import Table
 
 LLM_CALLS = ("CallPlannerLlm_TaskOnly", "CallExplorerLlm_LastOutputs", "CallExplorerLlm_PlanAndLastOutputs",

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentfsm.impl.driver import ActionContext, Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, STEP, Record
 from agentfsm.impl.durable.run import Report
 from agentfsm.impl.engine import Outcome
 from agentfsm.impl.llm.client import ToolCall
+from agentfsm.impl.stores.journal import JSON, STEP, Record
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from typing import Any, Literal, Protocol
 from agentfsm.impl.agents.journaled import Pending, begin_effect, call_args, journal_interrupt, replay, report
 from agentfsm.impl.agents.tools import HookFailed, Toolbox, ToolResult, ToolUnavailable, builtin_tools, git_commit
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
-from agentfsm.impl.durable.journal import INTERRUPT, JSON, STEP, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine, Outcome
@@ -49,6 +48,7 @@ from agentfsm.impl.llm.client import (
     ToolCall,
     ToolCallChunk,
 )
+from agentfsm.impl.stores.journal import INTERRUPT, JSON, STEP, Record
 from agentfsm.spec import Table
 
 INTERRUPTED = "Interrupted"

@@ -29,7 +29,6 @@ from agentfsm.impl.agents.vibework import WAITING, VibeworkAgent, VibeworkConfig
 from agentfsm.impl.driver import Driver
 from agentfsm.impl.durable.children import child_runs, owner
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
-from agentfsm.impl.durable.journal import STEP
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm
 from agentfsm.impl.play import (
@@ -44,6 +43,7 @@ from agentfsm.impl.play import (
     report_unused,
 )
 from agentfsm.impl.script import AgentScript, Turn
+from agentfsm.impl.stores.journal import STEP
 from agentfsm.spec import Table
 
 

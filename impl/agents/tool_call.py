@@ -33,11 +33,11 @@ from agentfsm.impl.agents.prompts import PermissionPrompt, PermissionRequest, Pe
 from agentfsm.impl.agents.tools import Tool, Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import JSON, STEP, JournalError, Record
 from agentfsm.impl.durable.run import CallSpec, EffectCall, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
 from agentfsm.impl.llm.client import Call, ReplyStep, ToolCall
+from agentfsm.impl.stores.journal import JSON, STEP, JournalError, Record
 from agentfsm.spec import Table
 from agentfsm.spec.expr import Value
 

@@ -57,7 +57,6 @@ from agentfsm.impl.agents.tools import Toolbox, ToolResult, builtin_tools
 from agentfsm.impl.driver import LOG, ActionContext, Activity, Driver, Envelope
 from agentfsm.impl.durable.children import child_run_id, decisions_of
 from agentfsm.impl.durable.driver import DurableLink
-from agentfsm.impl.durable.journal import JSON, STEP, Record
 from agentfsm.impl.durable.run import Calls, Decision, Described, DurableRun, EffectCall, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Engine
@@ -71,6 +70,7 @@ from agentfsm.impl.llm.client import (
     ToolCall,
     complete,
 )
+from agentfsm.impl.stores.journal import JSON, STEP, Record
 from agentfsm.spec import Table
 
 ASK = "AskUserQuestion"

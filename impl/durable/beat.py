@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
-from agentfsm.impl.durable.leases import Lease, LeaseLost, OwnedStore
+from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore
 
 
 class Beats:

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from agentfsm.impl.driver import Driver, Envelope
-from agentfsm.impl.durable.journal import JSON, JournalError, Record, Store
-from agentfsm.impl.durable.leases import LeaseLost
 from agentfsm.impl.durable.run import Calls, DurableRun, EffectCall, EngineStepper, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.engine import Outcome
+from agentfsm.impl.stores.journal import JSON, JournalError, Record, Store
+from agentfsm.impl.stores.leases import LeaseLost
 from agentfsm.spec.semantics import Status
 
 STATUS: dict[str, Status] = {"fired": "fired", "ignored": "ignored", "rejected": "rejected"}  # else: stale

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
-from agentfsm.impl.durable.journal import JSON
 from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
+from agentfsm.impl.stores.journal import JSON
 from agentfsm.spec.model import Table
 
 

@@ -30,7 +30,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agentfsm.impl.durable.journal import (
+from agentfsm.impl.durable.state import (
+    Approval,
+    Effect,
+    ReplayError,
+    RunState,
+    Stepper,
+    apply,
+    config_json,
+    initial_state,
+)
+from agentfsm.impl.engine import Engine
+from agentfsm.impl.stores.journal import (
     ANOMALY,
     APPROVAL_EXPIRED,
     COMPLETED,
@@ -51,17 +62,6 @@ from agentfsm.impl.durable.journal import (
     Record,
     Store,
 )
-from agentfsm.impl.durable.state import (
-    Approval,
-    Effect,
-    ReplayError,
-    RunState,
-    Stepper,
-    apply,
-    config_json,
-    initial_state,
-)
-from agentfsm.impl.engine import Engine
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import StepResult

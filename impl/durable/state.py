@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agentfsm.impl.durable.journal import (
+from agentfsm.impl.stores.journal import (
     ANOMALY,
     APPROVAL_EXPIRED,
     COMPLETED,

@@ -1,2 +1,3 @@
-"""Journal stores: in memory (crashable), SQLite, PostgreSQL, and opening one by URL. Imports only
-the journal and lease protocols they implement (impl/durable/journal.py, leases.py)."""
+"""Journal stores: the journal and lease protocols (journal.py, leases.py, which import nothing of
+the package), the stores that implement them, in memory (crashable), SQLite, PostgreSQL, and
+opening one by URL. Imports nothing of the package but itself."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from agentfsm.impl.durable.journal import (
+from agentfsm.impl.stores.journal import (
     JSON,
     Boundary,
     Conflict,

@@ -23,8 +23,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
-from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record
-from agentfsm.impl.durable.leases import Job, Lease, LeaseLost, RunHeld, owner_gone
+from agentfsm.impl.stores.journal import JSON, Boundary, Entry, JournalError, Record
+from agentfsm.impl.stores.leases import Job, Lease, LeaseLost, RunHeld, owner_gone
 from agentfsm.impl.stores.sql import SqlJournal
 from psycopg import sql
 

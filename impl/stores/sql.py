@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from agentfsm.impl.durable.journal import (
+from agentfsm.impl.stores.journal import (
     JSON,
     Boundary,
     Conflict,

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
-from agentfsm.impl.durable.journal import JSON, Boundary, Entry, JournalError, Record, StoreFailed
-from agentfsm.impl.durable.leases import Lease, LeaseLost, RunHeld, owner_gone
+from agentfsm.impl.stores.journal import JSON, Boundary, Entry, JournalError, Record, StoreFailed
+from agentfsm.impl.stores.leases import Lease, LeaseLost, RunHeld, owner_gone
 from agentfsm.impl.stores.sql import SqlJournal
 from agentfsm.impl.stores.wal import wal_damage
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from agentfsm.impl.durable.journal import Boundary, JournalError, Store
-from agentfsm.impl.durable.leases import LeasingStore
+from agentfsm.impl.stores.journal import Boundary, JournalError, Store
+from agentfsm.impl.stores.leases import LeasingStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.beat import Beats
-from agentfsm.impl.durable.journal import CREATED, JSON, Entry
-from agentfsm.impl.durable.leases import FencedStore, Heartbeat, Lease, LeaseLost, LeasingStore
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import config_json
+from agentfsm.impl.stores.journal import CREATED, JSON, Entry
+from agentfsm.impl.stores.leases import FencedStore, Heartbeat, Lease, LeaseLost, LeasingStore
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 

@@ -1,0 +1,152 @@
+"""The batch system explorer against the scalar loop: the same SystemExploration (configurations,
+numbering, parents, edges and their labels, out-degrees, first findings) and the same verdicts
+and traces, on every bundled and test system and on hypothesis systems, with symmetry on and
+off, the batches forced from the first configuration and at the shipped threshold."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from agentfsm.spec.scaled import loom_system
+from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_model import System
+from agentfsm.verify.kernel import visited
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system import rows as system_rows
+from agentfsm.verify.system.checks import run_system_checks
+from agentfsm.verify.system.explore import SystemExploration, explore_system
+from agentfsm.verify.system.step import canonicalizer
+from agentfsm.verify.table.explore import ExplorationLimit
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from system_strategies import drawn_system
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SYSTEMS = sorted((ROOT / "spec" / "systems").glob("*.yaml")) + [
+    ROOT / "tests" / "systems" / name for name in ("pingpong-system.yaml", "counter-race.yaml")]
+SHIPPED = system_batched.LEVEL_MIN
+
+
+def scalar(system: System, symmetry: bool) -> SystemExploration:
+    saved = system_batched.LEVEL_MIN
+    system_batched.LEVEL_MIN = None
+    try:
+        return explore_system(system, symmetry)
+    finally:
+        system_batched.LEVEL_MIN = saved
+
+
+def shape(ex: SystemExploration) -> tuple[Any, ...]:
+    return (ex.symmetry, ex.configs, ex.parent, ex.edges_src, ex.edges_dst, ex.edges_label, ex.out_degree,
+            ex.step_findings)
+
+
+def assert_same(system: System, symmetry: bool, verdicts: bool = True) -> SystemExploration:
+    expected = scalar(system, symmetry)
+    got = explore_system(system, symmetry)
+    assert shape(got) == shape(expected)
+    if verdicts:
+        assert run_system_checks(got).checks == run_system_checks(expected).checks
+    return got
+
+
+# (LEVEL_MIN, LEVEL_LOW, DENSE_CODES, WORD, PREFIX): batches from the first configuration, with the
+# hash-table visited set and keys chained over several words; and the shipped switch.
+SWITCHES = [(0, 1, 0, 30, 16), (SHIPPED, system_batched.LEVEL_LOW, visited.DENSE_CODES, system_rows.WORD,
+                                system_rows.PREFIX)]
+
+
+@pytest.fixture(params=SWITCHES, ids=["forced", "shipped"])
+def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    level_min, level_low, dense, word, prefix = request.param
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", level_min)
+    monkeypatch.setattr(system_batched, "LEVEL_LOW", level_low)
+    monkeypatch.setattr(visited, "DENSE_CODES", dense)
+    monkeypatch.setattr(system_rows, "WORD", word)
+    monkeypatch.setattr(system_rows, "PREFIX", prefix)
+    yield
+
+
+@pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
+@pytest.mark.parametrize("path", SYSTEMS, ids=[p.stem for p in SYSTEMS])
+def test_batches_equal_the_scalar_loop_on_every_system(path: Path, symmetry: bool, switch: None) -> None:
+    system = load_system(path)
+    assert system_batched.batches(system, symmetry) is not None   # the array path is taken, not skipped
+    assert_same(system, symmetry)
+
+
+# Every fault kind, a link to any one member (a choice in the label), a guarded environment
+# event, a full mailbox (the agent's holds one message) and a message its target rejects (a
+# duplicated Execute reaching a running call).
+CORNERS = (('to: "call[*]", event: Execute', 'to: "call[any]", event: Execute'),
+           ("mailbox: 2, set:", "mailbox: 1, set:"),
+           ("count: 2, passive: true}", "count: 2, passive: true, mailbox: 2}"),
+           ("    - UserInput\n", '    - {event: UserInput, when: "agent.mailbox == 0 or all(call[*], not stalled)"}\n'),
+           ('  crash: {instances: ["call[*]"], max: 1}\n',
+            '  crash: {instances: ["call[*]"], max: 1}\n  lose: {instances: [agent], max: 1}\n'
+            '  duplicate: {instances: ["call[*]"], max: 1}\n  stall: {instances: ["call[*]"], max: 1}\n'))
+
+
+@pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
+def test_every_step_kind_and_finding_of_messages_is_the_same(tmp_path: Path, symmetry: bool, switch: None) -> None:
+    system = loom_system(2, tmp_path, CORNERS)
+    ex = assert_same(system, symmetry)
+    assert {label[0] for label in ex.edges_label} == {"env", "deliver", "crash", "lose", "duplicate", "stall", "wake"}
+    assert any(label[4] for label in ex.edges_label)
+    assert {"mailbox-overflow", "unhandled-message"} <= set(ex.step_findings)
+
+
+@pytest.mark.parametrize("calls", [3, pytest.param(4, marks=pytest.mark.slow)])
+def test_loom_with_more_calls_is_the_same_and_symmetry_sorts_as_the_canonicalizer(tmp_path: Path, calls: int) -> None:
+    system = loom_system(calls, tmp_path)
+    full = assert_same(system, False, verdicts=False)
+    assert_same(system, True, verdicts=False)
+    batches = system_batched.batches(system, True)
+    assert batches is not None
+    layout = batches.levels.layout
+    rows = np.array([layout.encode(c) for c in full.configs], dtype=np.int64)
+    canonical = canonicalizer(system, True)
+    assert layout.decode(batches.levels.canonical(rows)) == [canonical(c) for c in full.configs]
+    assert layout.decode(rows) == full.configs
+
+
+def test_the_limit_stops_the_batches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
+    with pytest.raises(ExplorationLimit, match="more than 500 configurations"):
+        explore_system(loom_system(3, tmp_path), symmetry=False, limit=500)
+
+
+def test_keys_never_collide_when_prefix_numbers_run_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    system = load_system(ROOT / "spec" / "systems" / "durable-run-fixed.yaml")
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
+    monkeypatch.setattr(system_rows, "PREFIX", 4)
+    with pytest.raises(OverflowError, match="more than 2\\*\\*4 distinct key prefixes"):
+        explore_system(system)
+
+
+def test_a_system_with_too_many_messages_for_the_arrays_is_explored_by_the_scalar_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    system = load_system(ROOT / "tests" / "systems" / "pingpong-system.yaml")
+    monkeypatch.setattr(system_rows, "MAX_MESSAGES", 1)
+    assert system_batched.batches(system, True) is None
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
+    assert shape(explore_system(system)) == shape(scalar(system, True))
+
+
+@settings(max_examples=30, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.booleans())
+def test_batches_equal_the_scalar_loop_on_random_systems(data: st.DataObject, symmetry: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        system = drawn_system(data, Path(tmp))
+        saved = system_batched.LEVEL_MIN, system_batched.LEVEL_LOW
+        system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = 0, 1
+        try:
+            assert system_batched.batches(system, symmetry) is not None
+            assert_same(system, symmetry)
+        finally:
+            system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = saved

@@ -1,0 +1,84 @@
+"""Which system steps are steps: a fired row, a message taken, an environment event that fires
+a row are steps even when they return to the same system configuration (docs/systems.md,
+"Semantics"); only an environment event the instance does not take, or ignores without
+sending a message, is no step. Checked in the scalar loop, the batches and replay."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from agentfsm.spec.system_load import load_system
+from agentfsm.verify.system import batched as system_batched
+from agentfsm.verify.system.checks import SysCheck, run_system_checks
+from agentfsm.verify.system.explore import explore_system
+
+from agentfsm.cli import main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "systems"
+
+
+@pytest.fixture(params=[None, 0], ids=["scalar", "batches"])
+def level_min(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", request.param)
+    yield
+
+
+def checks(name: str, reduction: bool = False) -> dict[str, SysCheck]:
+    system = load_system(FIXTURES / f"{name}.yaml")
+    return {(c.name or c.kind): c for c in run_system_checks(explore_system(system, reduction=reduction)).checks}
+
+
+def test_a_tick_that_returns_to_the_same_configuration_is_a_step(level_min: None) -> None:
+    found = checks("heartbeat-system")
+    assert found["deadlock"].ok
+    cycle = found["ticks-end"]
+    assert not cycle.ok and cycle.trace is not None
+    assert (len(cycle.trace.steps), cycle.trace.loop_start) == (1, 0)
+
+
+def test_a_message_an_instance_sends_itself_again_is_a_step(level_min: None) -> None:
+    found = checks("self-ping-system")
+    assert found["deadlock"].ok
+    cycle = found["pings-end"]
+    assert not cycle.ok and cycle.trace is not None
+    assert (len(cycle.trace.steps), cycle.trace.loop_start) == (2, 1)
+
+
+def test_replay_takes_the_step_that_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({
+        "system": "self-ping", "check": "pings-end", "kind": "no-cycle-within", "loop_start": 1,
+        "steps": [{"step": "env", "instance": "pinger", "event": "Start", "params": {}},
+                  {"step": "deliver", "instance": "pinger", "event": "Ping", "params": {}}]}))
+    assert main(["replay", str(FIXTURES / "self-ping-system.yaml"), str(trace)]) == 1
+    assert "no-cycle-within pings-end: the cycle from step 2 uses only pinger.Ping" in capsys.readouterr().out
+
+
+def test_a_deadlock_in_the_initial_configuration_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "stuck.yaml"
+    path.write_text(f"format: 1\nsystem: stuck\ninstances:\n  beat: {{table: {FIXTURES / 'heartbeat.yaml'}}}\n")
+    assert main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL deadlock: no step is possible while beat not final" in out
+    assert "counterexample:\n       in the initial configuration:\n         beat: Up" in out
+
+
+def test_a_reduced_search_returns_a_shortest_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "race-dials-system.yaml")
+    assert main(["verify", "--json", path]) == 1
+    entry = json.loads(capsys.readouterr().out)["systems"][0]
+    assert entry["partial_order_reduction"] is True and entry["shortest_counterexamples"] is True
+    [failed] = [c for c in entry["checks"] if not c["ok"]]
+    assert failed["counterexample"]["steps"] == [{"step": "env", "instance": "c", "event": "Turn", "params": {}}]
+
+
+def test_a_shortest_counterexample_past_the_limit_is_said_not_to_be(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "race-dials-system.yaml")
+    assert main(["verify", "--max-configurations", "10", path]) == 1
+    out = capsys.readouterr().out
+    assert ("note: counterexamples may be longer than the shortest: the search without partial-order reduction "
+            "to depth 5 stopped past --max-configurations 10") in out
+    assert "5. environment -> c: Turn" in out

@@ -1,0 +1,222 @@
+"""The batch (array) explorer against the scalar loop: the same exploration, bit for bit.
+
+Every test explores a table twice: in the scalar loop only, and switching to batches at
+once (or after a few configurations, so that the scalar loop's memo and direct paths
+hand over mid-way). Configurations, numbering, parents, edges, stutter edges, row fire
+and unhandled counts, errors, the reached depth, and every check's verdict and
+counterexample must be equal.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agentfsm.spec import Table, load_table, load_table_bytes
+from agentfsm.verify.kernel import visited
+from agentfsm.verify.table import batched
+from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.checks import run_checks
+from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
+from conftest import SPEC, TABLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies_tables import tables
+from test_verify_differential import tables as differential_tables
+from test_verify_limits import _limit_memory
+
+WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
+BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
+LENIENT = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]   # the fixture only sets module constants
+
+# (LEVEL_MIN, LEVEL_LOW, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first
+# configuration on; after a few, from the memo or the direct path; through the hash table;
+# back and forth between the batches and the scalar loop as the queue narrows and widens.
+SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
+            (3, 0, 2, explore_module.MEMO_LIMIT, 0),
+            (2, 0, 3, 0, visited.DENSE_CODES),
+            (4, 3, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
+            (3, 2, 1, 0, 0)]
+IDS = ["at-once", "after-memo-hashed", "after-direct", "back-and-forth", "back-and-forth-direct-hashed"]
+
+
+@pytest.fixture(params=SWITCHES, ids=IDS)
+def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    level_min, level_low, check_every, memo_limit, dense = request.param
+    monkeypatch.setattr(explore_module, "LEVEL_MIN", level_min)
+    monkeypatch.setattr(explore_module, "LEVEL_LOW", level_low)
+    monkeypatch.setattr(explore_module, "CHECK_EVERY", check_every)
+    monkeypatch.setattr(explore_module, "MEMO_LIMIT", memo_limit)
+    monkeypatch.setattr(visited, "DENSE_CODES", dense)
+    yield
+
+
+def scalar(table: Table) -> Exploration:
+    saved = explore_module.LEVEL_MIN
+    explore_module.LEVEL_MIN = None
+    try:
+        return explore(table)
+    finally:
+        explore_module.LEVEL_MIN = saved
+
+
+def assert_same(table: Table) -> Exploration:
+    """Explore in batches (as the ``switch`` fixture set up) and in the scalar loop; compare."""
+    wide, narrow = explore(table), scalar(table)
+    assert [wide.config(i) for i in range(wide.count)] == [narrow.config(i) for i in range(narrow.count)]
+    for name in ("parent", "parent_label", "offsets", "edge_label", "edge_target", "stutter"):
+        assert list(getattr(wide, name)) == list(getattr(narrow, name)), name
+    assert wide.row_fires == narrow.row_fires
+    assert wide.unhandled == narrow.unhandled
+    assert (wide.errors, wide.error_count) == (narrow.errors, narrow.error_count)
+    assert wide.reached == narrow.reached
+    for i in range(wide.count):
+        assert wide.index_of(*wide.config(i)) == i
+        assert wide.path(i) == narrow.path(i)
+    checked = [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(wide).checks]
+    assert checked == [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(narrow).checks]
+    return wide
+
+
+@pytest.mark.usefixtures("switch")
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
+def test_bundled_tables_explore_alike(path: Path) -> None:
+    assert_same(load_table(path))
+
+
+@pytest.mark.usefixtures("switch")
+def test_grown_loom_explores_alike() -> None:
+    assert_same(load_table(SPEC / "loom-agent.yaml", {"max_retries": 60, "max_tools": 3}))
+
+
+@pytest.mark.usefixtures("switch")
+@settings(max_examples=40, deadline=None, suppress_health_check=LENIENT)
+@given(table=tables())
+def test_random_tables_explore_alike(table: Table) -> None:
+    assert_same(table)
+
+
+@pytest.mark.usefixtures("switch")
+@settings(max_examples=40, deadline=None, suppress_health_check=LENIENT)
+@given(table=differential_tables())
+def test_random_tables_with_transient_chains_explore_alike(table: Table) -> None:
+    assert_same(table)
+
+
+EMITTING = b"""format: 1
+machine: emitting
+variables:
+  n: {type: int, min: 0, max: 6, init: 0}
+  on: {type: bool, init: false}
+states:
+  A: {initial: true}
+  B: {}
+events:
+  Go: {params: {k: {type: int, min: 0, max: 3}}}
+  Flip: {}
+  Park: {}
+actions:
+  Tell: {params: {m: {type: int, min: 0, max: 4}, up: {type: bool}}}
+transitions:
+  - {from: A, on: Go, when: n + k <= 6, to: A, set: {n: n + k}, emit: [{action: Tell, args: {m: n + k - 1, up: on}}]}
+  - {from: A, on: Go, when: k == 0 and on, to: A, set: {n: n + 1}}
+  - {from: A, on: Flip, to: A, set: {on: not on}}
+  - {from: A, on: Park, when: n == 6, to: B}
+  - {from: B, on: Flip, when: n > 0, to: A, set: {on: not on, n: n - 1}}
+unhandled: {policy: ignore}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+def test_errors_from_arguments_ranges_and_overlaps_are_recorded_alike() -> None:
+    """Emitted arguments out of range, two enabled rows and values out of range all go to
+    the fallback; the first error of each kind is the scalar loop's."""
+    ex = assert_same(load_table_bytes(EMITTING, "emitting.yaml"))
+    assert {e.kind for e in ex.errors} == {"bounds", "determinism"}
+
+
+def test_a_wide_table_switches_at_the_default_threshold() -> None:
+    """With the shipped threshold a wide space goes to batches (its visited set is the
+    batches') and still explores exactly as the scalar loop does."""
+    table = load_table(WIDE)
+    ex = explore(table)
+    assert ex.code_index is not None
+    assert_same(table)
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.integers(0, (1 << 62) - 1), max_size=300, unique=True), dense=st.booleans())
+def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], dense: bool) -> None:
+    index = visited.DenseIndex(1 << 10) if dense else visited.CodeIndex()
+    if dense:
+        codes = [c % (1 << 10) for c in dict.fromkeys(c % (1 << 10) for c in codes)]
+    half = len(codes) // 2
+    arr = np.array(codes, dtype=np.int64)
+    index.insert(arr[:half], np.arange(half, dtype=np.int64))
+    index.insert(arr[half:], np.arange(half, len(codes), dtype=np.int64))
+    assert index.lookup(arr).tolist() == list(range(len(codes)))
+    absent = [c ^ 1 for c in codes if c ^ 1 not in set(codes)]
+    assert index.lookup(np.array(absent, dtype=np.int64)).tolist() == [-1] * len(absent)
+
+
+@settings(max_examples=200, deadline=None)
+@given(codes=st.lists(st.integers(0, 40), max_size=200), bits=st.sampled_from([6, 63]))
+def test_first_occurrences_in_order(codes: list[int], bits: int) -> None:
+    """Both ways (packed keys, and the argsort for codes too wide to pack) agree with a dict."""
+    fresh, at, rank = visited.in_first_occurrence_order(np.array(codes, dtype=np.int64), bits)
+    expected = {c: codes.index(c) for c in dict.fromkeys(codes)}
+    assert fresh.tolist() == list(expected)
+    assert at.tolist() == list(expected.values())
+    assert rank.tolist() == [list(expected).index(c) for c in codes]
+
+
+def test_a_limit_stops_the_batches_with_how_far_they_got() -> None:
+    """Past ``max_configurations`` the batches stop as the scalar loop does: with the
+    configurations found, the transitions and a breadth-first depth, and nothing kept."""
+    table = load_table(WIDE, {"n": 16})
+    with pytest.raises(ExplorationLimit) as stopped:
+        explore(table, max_configurations=5000)
+    reason, found, transitions, depth = (stopped.value.reason, stopped.value.configurations,
+                                         stopped.value.transitions, stopped.value.depth)
+    assert "--max-configurations 5000" in reason
+    assert 5000 < found < 5000 + batched.BATCH * 20
+    complete = explore(table)
+    assert complete.code_index is not None
+    assert 0 < transitions < complete.transitions
+    assert 0 < depth < complete.reached[2]
+
+
+def test_out_of_memory_in_the_batches_is_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "agentfsm.cli", "verify", "--set", "n=200", str(WIDE)],
+                          capture_output=True, text=True, preexec_fn=_limit_memory, timeout=600, check=False,
+                          cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert "exploration stopped, out of memory:" in done.stderr
+    assert "configurations and" in done.stderr and "breadth-first depth" in done.stderr
+
+
+OVERFLOW = b"""format: 1
+machine: overflow
+variables:
+  n: {type: int, min: 0, max: 3, init: 0}
+states:
+  A: {initial: true}
+events:
+  Up: {}
+transitions:
+  - {from: A, on: Up, to: A, set: {n: n + 1}}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+def test_a_single_enabled_row_past_its_upper_bound_goes_to_the_fallback() -> None:
+    """The one enabled row overflows ``n`` at its top: the batches must not pack 4 into a
+    0..3 slot (it would index past the visited set) but report the scalar loop's error."""
+    ex = assert_same(load_table_bytes(OVERFLOW, "overflow.yaml"))
+    assert [e.kind for e in ex.errors] == ["bounds"]
+    assert ex.count == 4
