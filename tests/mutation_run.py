@@ -64,6 +64,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/conformance/harness.py": ("tests/test_harness_replies.py", "tests/test_harness_process.py",
                                       "tests/test_harness_transport.py", "tests/test_conformance_harness.py",
                                       "tests/test_conformance_history.py"),
+    "verify/table/liveness.py": ("tests/test_verify_liveness.py", "tests/test_verify_oracle.py",
+                                 "tests/test_verify_checks.py", "tests/test_verify_verdict.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
