@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import copy
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -64,6 +66,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                                       "tests/verify/test_harness_transport.py",
                                       "tests/verify/test_conformance_harness.py",
                                       "tests/verify/test_conformance_history.py"),
+    "verify/table/liveness.py": ("tests/verify/test_verify_liveness.py", "tests/verify/test_verify_oracle.py",
+                                 "tests/verify/test_verify_checks.py", "tests/verify/test_verify_verdict.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
@@ -284,7 +288,10 @@ def fingerprint(module: str) -> str:
     return code_fingerprint((ROOT / module).read_text())
 
 
-def code_fingerprint(text: str) -> str:
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _normalised(text: str) -> ast.Module:
     """The code of a module without its imports and docstrings (which no mutant touches), and
     with every name an import binds read as one name, so that a module moved to another package,
     whose imports and imported modules' names alone change (``graph_fair.escape`` becoming
@@ -293,13 +300,69 @@ def code_fingerprint(text: str) -> str:
     imported = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
                 if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, (ast.Module, *SCOPES)):
             node.body = [s for s in node.body if not isinstance(s, (ast.Import, ast.ImportFrom))
                          and not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
                                   and isinstance(s.value.value, str))] or [ast.Pass()]
         if isinstance(node, ast.Name) and node.id in imported:
             node.id = "<imported>"
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+    return tree
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def code_fingerprint(text: str) -> str:
+    """A module's code as ``_normalised`` reads it, hashed: equal when no mutant can differ."""
+    return _digest(ast.dump(_normalised(text)))
+
+
+class _Hollow(ast.NodeTransformer):
+    """A scope's own code: each class or function nested in it is replaced by its name, so that
+    an edit inside a nested scope changes that scope's fingerprint and not its parent's."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.AST:
+        return ast.Expr(ast.Constant(f"<scope {node.name}>"))
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+
+def _scopes(node: ast.AST, scope: str) -> Iterator[tuple[str, ast.AST]]:
+    """Each scope a mutant key can name, as ``mutation_operators`` names it, with its node."""
+    yield scope or "<module>", node
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, SCOPES):
+            yield from _scopes(child, f"{scope}.{child.name}" if scope else child.name)
+        else:
+            stack.extend(ast.iter_child_nodes(child))
+
+
+def scope_fingerprints(text: str) -> dict[str, str]:
+    """The fingerprint of each scope's own code (``<module>``, ``Class``, ``Class.method``, ...):
+    a change to a module runs the mutants of the scopes it changed, not of the whole module."""
+    dumps: dict[str, list[str]] = {}
+    for scope, node in _scopes(_normalised(text), ""):
+        dumps.setdefault(scope, []).append(ast.dump(_Hollow().generic_visit(copy.deepcopy(node))))
+    return {scope: _digest("\n".join(parts)) for scope, parts in dumps.items()}
+
+
+def module_scopes(module: str) -> dict[str, str]:
+    """``scope_fingerprints`` of the module as it is now."""
+    return scope_fingerprints((ROOT / module).read_text())
+
+
+def scope_of(key: str) -> str:
+    """The scope a mutant key names (``module:scope:operator:before -> after``)."""
+    return key.split(":", 2)[1]
+
+
+@functools.cache
+def current_mutants(module: str) -> tuple[str, ...]:
+    """The keys of the module's mutants as its code is now."""
+    return tuple(m.key for m in mutants(module, (ROOT / module).read_text()))
 
 
 def sample(keys: list[str], size: int) -> set[str]:
@@ -307,44 +370,75 @@ def sample(keys: list[str], size: int) -> set[str]:
     return set(sorted(keys, key=lambda key: hashlib.sha256(key.encode()).hexdigest())[:size])
 
 
+def changed_scopes(baseline: dict[str, Any], module: str) -> set[str] | None:
+    """The scopes of ``module`` whose code differs from the baseline's (None: all of them, when
+    the module changed and the baseline has no scopes for it)."""
+    if baseline.get("source", {}).get(module) == fingerprint(module):
+        return set()
+    published = baseline.get("scopes", {}).get(module)
+    if published is None:
+        return None
+    return {scope for scope, fp in module_scopes(module).items() if published.get(scope) != fp}
+
+
 def plan(baseline: dict[str, Any], changed_only: bool, size: int = SAMPLE) -> dict[str, set[str] | None]:
-    """What to run: every mutant of every module, or (``changed_only``, as CI does) every mutant
-    of the modules whose source differs from the one their baseline was measured on, and a fixed
-    sample of the mutants the baseline killed for the others."""
+    """What to run: every mutant of every module (None), or (``changed_only``, as CI does) every
+    mutant in each scope whose code differs from the one the baseline was measured on, and a
+    fixed sample of the mutants the baseline killed in the other scopes."""
     if not changed_only:
         return {module: None for module in TESTS}
-    published = baseline.get("source", {})
-    return {module: None if published.get(module) != fingerprint(module)
-            else sample(baseline["killed"].get(module, []), size) for module in TESTS}
+    todo: dict[str, set[str] | None] = {}
+    for module in TESTS:
+        changed = changed_scopes(baseline, module)
+        if changed is None:
+            todo[module] = None
+            continue
+        kept = [k for k in baseline["killed"].get(module, []) if scope_of(k) not in changed]
+        todo[module] = {k for k in current_mutants(module) if scope_of(k) in changed} | sample(kept, size)
+    return todo
 
 
-def problems(results: dict[str, dict[str, str]], baseline: dict[str, Any], whole: set[str]) -> list[str]:
-    """How this run falls short of the published one: a mutant the baseline killed survives; an
-    equivalence listed for a module run whole no longer names a mutant; the score of a module
-    run whole dropped by more than ``NOISE`` points."""
+def merged(results: dict[str, str], baseline: dict[str, Any], module: str, now: tuple[str, ...]) -> dict[str, str]:
+    """Every mutant the module has now, with this run's status where it ran and the baseline's
+    elsewhere (killed if the baseline killed it, else survived): the score this run implies."""
+    killed = set(baseline["killed"].get(module, []))
+    return {key: results.get(key, "killed" if key in killed else "survived") for key in now}
+
+
+def problems(results: dict[str, dict[str, str]], baseline: dict[str, Any],
+             now: dict[str, tuple[str, ...]]) -> list[str]:
+    """How this run falls short of the published one (``now``: each run module's mutant keys as
+    its code is now): a mutant the baseline killed survives; an equivalence names a mutant that
+    no longer exists; the score this run implies dropped more than ``NOISE`` points."""
     found = []
     for module, keys in baseline["killed"].items():
         found += [f"killed in the published run, survives now: {key}"
                   for key in keys if results.get(module, {}).get(key) == "survived"]
-    mutants_now = {key for module in whole for key in results.get(module, {})}
-    found += [f"listed as equivalent, no longer a mutant (the code changed): {key}"
-              for key in sorted(baseline["equivalent"]) if key.split(":", 1)[0] in whole and key not in mutants_now]
-    now = scores({m: s for m, s in results.items() if m in whole}, baseline["equivalent"])
-    found += [f"{module}: score {now[module]}% (published {score}%)"
-              for module, score in baseline["score"].items() if module in now and now[module] < score - NOISE]
+    for module in results:
+        exist = set(now[module])
+        found += [f"listed as equivalent, no longer a mutant (the code changed): {key}"
+                  for key in sorted(baseline["equivalent"]) if key.startswith(module + ":") and key not in exist]
+        score = scores({module: merged(results[module], baseline, module, now[module])}, baseline["equivalent"])
+        published = baseline["score"].get(module)
+        if published is not None and score[module] < published - NOISE:
+            found.append(f"{module}: score {score[module]}% (published {published}%)")
     return found
 
 
-def write_baseline(results: dict[str, dict[str, str]]) -> None:
-    """Publish this run: the killed mutants and the scores of the modules it ran (the other
-    modules keep their published entries); equivalence reasons are kept (written by hand)."""
+def write_baseline(results: dict[str, dict[str, str]], now: dict[str, tuple[str, ...]]) -> None:
+    """Publish this run, merged into the published one: each run module's killed mutants (this
+    run's status where it ran, the baseline's elsewhere), score and fingerprints; the other
+    modules keep their entries; equivalence reasons are kept (written by hand)."""
     published = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
     equivalent = published["equivalent"]
-    baseline = {"score": {**published["score"], **scores(results, equivalent)},
-                "killed": {**published["killed"], **{m: sorted(k for k, s in statuses.items() if s != "survived")
-                                                     for m, statuses in results.items()}},
+    statuses = {m: merged(results[m], published, m, now[m]) for m in results}
+    baseline = {"score": {**published["score"], **scores(statuses, equivalent)},
+                "killed": {**published["killed"], **{m: sorted(k for k, s in st.items() if s != "survived")
+                                                     for m, st in statuses.items()}},
                 "equivalent": equivalent,
-                "source": {**published.get("source", {}), **{m: fingerprint(m) for m in results}}}
+                "source": {**published.get("source", {}), **{m: fingerprint(m) for m in results}},
+                "scopes": {**published.get("scopes", {}),
+                           **{m: module_scopes(m) for m in results}}}
     BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
@@ -352,16 +446,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--module", action="append", choices=sorted(TESTS), help="only this module (repeatable)")
     parser.add_argument("--changed", action="store_true",
-                        help=f"as CI: every mutant of the modules changed since the baseline, {SAMPLE} of each other")
+                        help=f"as CI: every mutant of the scopes changed since the baseline, {SAMPLE} of the others")
     parser.add_argument("--check", action="store_true", help="exit 1 when the run falls short of the baseline")
     parser.add_argument("--out", type=Path, help="write {module: {mutant: status}} as JSON here")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--write-baseline", action="store_true", help=f"publish this run as {BASELINE.name}")
+    parser.add_argument("--write-baseline", action="store_true",
+                        help=f"merge this run into {BASELINE.name} (with --changed: the changed scopes only)")
     parser.add_argument("--survivors", type=Path, metavar="RESULTS",
                         help="run only the mutants that survived in this earlier --out file (the rest keep its status)")
     args = parser.parse_args()
-    if args.write_baseline and args.changed:
-        parser.error("--write-baseline needs whole modules, not --changed")
     started = time.monotonic()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
     todo = {m: only for m, only in plan(baseline, args.changed).items() if not args.module or m in args.module}
@@ -371,12 +464,16 @@ def main() -> None:
         results = {m: {**earlier.get(m, {}), **again[m]} for m in todo}
     else:
         results = run(todo, args.jobs)
+    now = {m: current_mutants(m) for m in results}
+    equivalent = baseline["equivalent"]
     whole = {m for m, only in todo.items() if only is None} | (set(todo) if args.survivors else set())
     for module in sorted(set(todo) - whole):
+        changed = sorted(changed_scopes(baseline, module) or ())
         survived = sorted(k for k, v in results[module].items() if v == "survived")
-        print(f"{module}: unchanged since its baseline; {len(results[module])} of its killed mutants sampled, "
-              f"{len(survived)} survive")
-    equivalent = baseline["equivalent"]
+        implied = scores({module: merged(results[module], baseline, module, now[module])}, equivalent)[module]
+        print(f"{module}: {len(changed)} scopes changed since its baseline ({', '.join(changed) or 'none'}); "
+              f"{len(results[module])} mutants run (theirs and a sample of the others), {len(survived)} survive; "
+              f"score {implied}% (published {baseline['score'].get(module)}%)")
     if whole:
         print("\n".join(summary({m: s for m, s in results.items() if m in whole}, equivalent)))
     for statuses in results.values():
@@ -387,9 +484,9 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     if args.write_baseline:
-        write_baseline(results)
+        write_baseline(results, now)
     if args.check:
-        found = problems(results, baseline, whole)
+        found = problems(results, baseline, now)
         print("\n".join(found) if found else "no mutant the published run killed survives; no score dropped")
         sys.exit(1 if found else 0)
 

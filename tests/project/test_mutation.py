@@ -17,11 +17,14 @@ from mutation_run import (
     ROOT,
     TESTS,
     code_fingerprint,
+    current_mutants,
     fingerprint,
     plan,
     problems,
     reprinted_lines,
     sample,
+    scope_fingerprints,
+    scope_of,
     scores,
     summary,
 )
@@ -88,21 +91,26 @@ def test_the_score_counts_timeouts_as_detected_and_leaves_out_equivalent_mutants
 
 def test_the_published_baseline_covers_every_module_and_gives_reasons() -> None:
     baseline = json.loads(BASELINE.read_text())
-    assert set(baseline["score"]) == set(baseline["killed"]) == set(baseline["source"]) == set(TESTS)
+    assert set(baseline["score"]) == set(baseline["killed"]) == set(baseline["source"]) == set(baseline["scopes"]) \
+        == set(TESTS)
     assert all(reason for reason in baseline["equivalent"].values())
 
 
 def test_writing_the_baseline_of_one_module_keeps_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import mutation_run
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps({"score": {"a.py": 90.0, "b.py": 50.0}, "killed": {"a.py": ["a1"], "b.py": ["b1"]},
+    path.write_text(json.dumps({"score": {"a.py": 90.0, "b.py": 50.0}, "killed": {"a.py": ["a1"], "b.py": ["b1", "b5"]},
                                 "equivalent": {"b2": "why"}}))
     monkeypatch.setattr(mutation_run, "BASELINE", path)
     monkeypatch.setattr(mutation_run, "fingerprint", lambda module: f"hash of {module}")
-    mutation_run.write_baseline({"b.py": {"b1": "killed", "b2": "survived", "b3": "timeout", "b4": "survived"}})
-    assert json.loads(path.read_text()) == {"score": {"a.py": 90.0, "b.py": 66.7},
-                                            "killed": {"a.py": ["a1"], "b.py": ["b1", "b3"]},
-                                            "equivalent": {"b2": "why"}, "source": {"b.py": "hash of b.py"}}
+    monkeypatch.setattr(mutation_run, "module_scopes", lambda module: {"f": f"f of {module}"})
+    # b5 did not run (its scope is unchanged): it keeps the baseline's status; b6 is new and did not run.
+    mutation_run.write_baseline({"b.py": {"b1": "killed", "b2": "survived", "b3": "timeout", "b4": "survived"}},
+                                {"b.py": ("b1", "b2", "b3", "b4", "b5", "b6")})
+    assert json.loads(path.read_text()) == {"score": {"a.py": 90.0, "b.py": 60.0},
+                                            "killed": {"a.py": ["a1"], "b.py": ["b1", "b3", "b5"]},
+                                            "equivalent": {"b2": "why"}, "source": {"b.py": "hash of b.py"},
+                                            "scopes": {"b.py": {"f": "f of b.py"}}}
 
 
 def test_a_mutant_runs_first_the_tests_that_ran_its_line_in_the_order_they_ran() -> None:
@@ -116,30 +124,55 @@ def test_lines_map_to_where_the_reprinted_source_has_them() -> None:
     assert reprinted_lines(text) == {1: 1, 2: 1, 6: 2, 7: 3, 8: 3}
 
 
-def test_ci_runs_whole_the_modules_changed_since_their_baseline_and_a_fixed_sample_of_the_others() -> None:
+def test_ci_runs_the_mutants_of_the_scopes_changed_since_the_baseline_and_a_fixed_sample_of_the_others() -> None:
     baseline = json.loads(BASELINE.read_text())
-    changed = next(iter(TESTS))
-    baseline["source"] = {**baseline["source"], changed: "not its source"}
+    changed, unscoped, *others = TESTS
+    scope = scope_of(baseline["killed"][changed][0])
+    baseline["source"] = {**baseline["source"], changed: "not its source", unscoped: "not its source"}
+    baseline["scopes"] = {**baseline["scopes"], changed: {**baseline["scopes"][changed], scope: "not its code"}}
+    del baseline["scopes"][unscoped]
     todo = plan(baseline, changed_only=True, size=5)
-    assert todo[changed] is None
-    for module in set(TESTS) - {changed}:
+    assert todo[unscoped] is None
+    in_scope = {k for k in current_mutants(changed) if scope_of(k) == scope}
+    kept = [k for k in baseline["killed"][changed] if scope_of(k) != scope]
+    assert in_scope and todo[changed] == in_scope | sample(kept, 5)
+    for module in others:
         assert todo[module] == sample(baseline["killed"][module], 5) and len(todo[module] or ()) == 5
     assert plan(baseline, changed_only=False) == dict.fromkeys(TESTS)
     assert sample(["a", "b", "c", "d"], 2) == sample(["d", "c", "b", "a"], 2)
 
 
 def test_a_run_falls_short_when_a_killed_mutant_survives_an_equivalence_goes_stale_or_a_score_drops() -> None:
-    baseline = {"killed": {"m.py": ["m.py:f:a", "m.py:f:b"], "n.py": ["n.py:g:a"]},
+    baseline = {"killed": {"m.py": ["m.py:f:a", "m.py:f:b", "m.py:g:c"], "n.py": ["n.py:g:a"]},
                 "score": {"m.py": 100.0, "n.py": 90.0},
                 "equivalent": {"m.py:f:e": "why", "n.py:g:gone": "why"}}
-    results = {"m.py": {"m.py:f:a": "killed", "m.py:f:b": "timeout", "m.py:f:e": "survived"},
-               "n.py": {"n.py:g:a": "killed"}}
-    assert problems(results, baseline, whole={"m.py"}) == []
-    assert problems(results, baseline, whole={"m.py", "n.py"}) == [
+    now = {"m.py": ("m.py:f:a", "m.py:f:b", "m.py:f:e", "m.py:g:c"), "n.py": ("n.py:g:a",)}
+    results = {"m.py": {"m.py:f:a": "killed", "m.py:f:b": "timeout", "m.py:f:e": "survived"}}
+    assert problems(results, baseline, now) == []
+    results["n.py"] = {"n.py:g:a": "killed"}
+    assert problems(results, baseline, now) == [
         "listed as equivalent, no longer a mutant (the code changed): n.py:g:gone"]
+    del results["n.py"]
     results["m.py"]["m.py:f:b"] = "survived"
-    assert problems(results, baseline, whole=set()) == ["killed in the published run, survives now: m.py:f:b"]
-    assert problems(results, baseline, whole={"m.py"})[1] == "m.py: score 50.0% (published 100.0%)"
+    assert problems(results, baseline, now) == ["killed in the published run, survives now: m.py:f:b",
+                                                "m.py: score 66.7% (published 100.0%)"]
+    # A new mutant of a changed scope that survives lowers the score the run implies.
+    now["m.py"] += ("m.py:f:new",)
+    results["m.py"].update({"m.py:f:b": "killed", "m.py:f:new": "survived"})
+    assert problems(results, baseline, now) == ["m.py: score 75.0% (published 100.0%)"]
+
+
+def test_an_edit_changes_the_fingerprint_of_its_own_scope_only() -> None:
+    text = ('X = 1\n\n\nclass C:\n    def f(self):\n        def g():\n            return 1\n        return g\n\n\n'
+            'def h():\n    return 2\n')
+    before = scope_fingerprints(text)
+    assert set(before) == {"<module>", "C", "C.f", "C.f.g", "h"}
+    for edit, scope in (("return 1", "C.f.g"), ("return g", "C.f"), ("return 2", "h"), ("X = 1", "<module>")):
+        after = scope_fingerprints(text.replace(edit, edit.replace("1", "3").replace("2", "3").replace("g", "g or 3")))
+        assert {s for s in before if before[s] != after[s]} == {scope}
+    assert set(scope_fingerprints(text.replace("def h():", "def k():"))) == {"<module>", "C", "C.f", "C.f.g", "k"}
+    keys = {scope_of(m.key) for m in mutants("x.py", text)}
+    assert keys <= set(before)
 
 
 def test_a_module_keeps_its_baseline_when_only_its_imports_or_docstrings_change() -> None:

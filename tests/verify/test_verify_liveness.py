@@ -150,3 +150,39 @@ def test_a_row_that_loops_is_progress_even_under_ignore() -> None:
     cycle = check(v, "no-cycle-within", "errors-end")
     assert not cycle.ok and steps(cycle) == ["start", "ToolError"]
     assert check(v, "deadlock").ok and check(v, "eventually", "done").ok
+
+
+LOOPS = """
+states: {S: {initial: true}, A: {}, B: {}, X: {}, C: {}, D: {}, Goal: {final: true}}
+events: {a: {}, b: {}, c: {}, d: {}, e: {}, f: {}, g: {}, s: {}, finish: {}}
+transitions:
+  - {from: S, on: a, to: A}
+  - {from: S, on: b, to: B}
+  - {from: A, on: c, to: X}
+  - {from: X, on: g, to: C}
+  - {from: B, on: d, to: A}
+  - {from: C, on: e, to: D}
+  - {from: D, on: f, to: C}
+  - {from: D, on: s, to: C}
+  - {from: C, on: finish, to: Goal, when: false}
+properties:
+  - {name: done, eventually: Goal}
+"""
+
+
+def test_the_stem_of_a_lasso_is_a_shortest_path() -> None:
+    """S reaches A in one step (a) and again, later, through B (b, d): the stem to the loop is
+    a, c, g, whatever the later way to A."""
+    result = check(verdict(LOOPS), "eventually", "done")
+    assert not result.ok and result.trace is not None
+    assert steps(result)[:result.trace.loop_start] == ["a", "c", "g"]
+
+
+def test_a_fair_loop_walks_to_the_fair_event_takes_it_and_comes_back() -> None:
+    """Weakly fair ``s`` leaves D only: from the loop's entry C the loop walks to D (e), takes s
+    and is back at C; the same with ``f`` first in the rows and ``s`` strongly fair, where the
+    loop must take s, not f, although both lead back."""
+    for fairness in ("{weak: [s]}", "{strong: [s]}"):
+        result = check(verdict(LOOPS + f"fairness: {fairness}\n"), "eventually", "done")
+        assert not result.ok and result.trace is not None
+        assert steps(result) == ["a", "c", "g", "e", "s"] and result.trace.loop_start == 3

@@ -71,10 +71,9 @@ def progress(ex: Exploration) -> Progress:
 
 
 def _matrix(n: int, sources: Ints, targets: Ints) -> Any:
-    """An n×n adjacency matrix (duplicates summed: scipy's strong components need that)."""
-    m = csr_matrix((np.ones(len(sources)), (sources, targets)), shape=(n, n))
-    m.sum_duplicates()
-    return m
+    """An n×n adjacency matrix; scipy's strong components need duplicate edges summed, which
+    the conversion from coordinates to CSR does."""
+    return csr_matrix((np.ones(len(sources)), (sources, targets)), shape=(n, n))
 
 
 def reach_back(n: int, sources: Ints, targets: Ints, goal: Bools) -> Bools:
