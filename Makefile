@@ -2,6 +2,7 @@
 # make test:   lint, type-check and run the test suite.
 # make bench:  speed and memory figures, as ratios to baselines measured in the same run.
 # make pg-start / pg-stop: the private PostgreSQL server the shared-store tests use.
+# make temporal-start / temporal-stop: the private Temporal dev server the Temporal tests use.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop temporal-start temporal-stop
 
 setup: $(STAMP)
 
@@ -97,6 +98,13 @@ pg-start:
 
 pg-stop:
 	./scripts/postgres.sh stop
+
+# A private Temporal dev server in .temporal/ (SQLite-backed) for the Temporal tests (prints its address).
+temporal-start: setup
+	./scripts/temporal.sh start
+
+temporal-stop:
+	./scripts/temporal.sh stop
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
