@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _common(w)
     w.add_argument("--task-queue", default=DEFAULT_QUEUE, metavar="NAME", help=f"default {DEFAULT_QUEUE}")
     w.add_argument("--concurrency", type=int, default=16, metavar="N", help="activities at once (default 16)")
+    w.add_argument("--sticky-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="how long a run's next task waits for this worker before another worker takes it "
+                        "(default 5: after this worker dies, the delay before another carries its runs on)")
     only = w.add_mutually_exclusive_group()
     only.add_argument("--workflows-only", action="store_true", help="serve the workflows, no activities")
     only.add_argument("--activities-only", action="store_true", help="serve the activities, no workflows")
@@ -140,8 +143,8 @@ async def _client(args: argparse.Namespace) -> Any:
 def cmd_worker(args: argparse.Namespace) -> int:
     from agentfsm.cli.workers import tool_factory
     from agentfsm.impl.temporal.worker import serve
-    if args.concurrency < 1:
-        raise BadInput("--concurrency must be 1 or more")
+    if args.concurrency < 1 or args.sticky_timeout <= 0:
+        raise BadInput("--concurrency must be 1 or more; --sticky-timeout positive")
     factory = tool_factory(args)
     for table in load_tables(args.tables, args.overrides):
         missing = sorted(a.name for a in table.actions if a.effect == "external" and a.name not in factory(table))
@@ -155,7 +158,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await serve(args.address, args.task_queue, factory, stop, not args.activities_only, not args.workflows_only,
-                    args.concurrency, lambda: print(f"worker on {args.task_queue} at {args.address}", flush=True))
+                    args.concurrency, args.sticky_timeout,
+                    lambda: print(f"worker on {args.task_queue} at {args.address}", flush=True))
     _run(main(), args)
     return EXIT_OK
 
