@@ -11,7 +11,7 @@ from agentfsm.impl.temporal.activities import EffectActivities, ToolFactory
 from agentfsm.impl.temporal.workflow import TableWorkflow
 from agentfsm.spec import bundled_tables, load_table
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -32,14 +32,23 @@ async def connect(address: str, namespace: str = NAMESPACE) -> Client:
     return await Client.connect(address, namespace=namespace)
 
 
+def runner() -> SandboxedWorkflowRunner:
+    warm_up()
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+
+
+def replayer() -> Replayer:
+    """Temporal's replayer with this worker's workflow and sandbox: a recorded history that replays
+    here without a nondeterminism error is one this code can carry on."""
+    return Replayer(workflows=[TableWorkflow], workflow_runner=runner())
+
+
 def build_worker(client: Client, task_queue: str, factory: ToolFactory, workflows: bool = True,
                  activities: bool = True, concurrency: int = 16, sticky: float = 5.0) -> Worker:
     """``sticky``: seconds a run's next workflow task waits for this worker before any other worker
     takes it (after this worker died, it is the delay before another carries the run on)."""
-    warm_up()
     effects = EffectActivities(factory)
-    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
-    return Worker(client, task_queue=task_queue, workflow_runner=runner,
+    return Worker(client, task_queue=task_queue, workflow_runner=runner(),
                   workflows=[TableWorkflow] if workflows else [],
                   activities=[effects.perform, effects.status] if activities else [],
                   max_concurrent_activities=concurrency,
