@@ -15,7 +15,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop temporal-start temporal-stop
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop temporal-start temporal-stop temporal-chaos
 
 setup: $(STAMP)
 
@@ -89,6 +89,7 @@ bench: setup
 	$(BIN)/python bench/bench_systems.py
 	$(BIN)/python bench/system_levels_bench.py
 	$(BIN)/python bench/bench_postgres.py
+	$(BIN)/python bench/bench_temporal.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py
 
@@ -105,6 +106,11 @@ temporal-start: setup
 
 temporal-stop:
 	./scripts/temporal.sh stop
+
+# The Temporal fault campaign (docs/temporal.md): 100 runs of the Loom table as workflows and 100 of the
+# plain-activity baseline, real workers SIGKILLed and SIGSTOPped, the dev server killed and restarted.
+temporal-chaos: setup
+	$(BIN)/python -m agentfsm.faults.temporal_chaos run --runs 100 --batch 20 --json temporal-chaos.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.faults.temporal_chaos import LOOM_EVENTS
 from agentfsm.impl.durable.journal import JSON
 from agentfsm.impl.durable.ledger import LedgerTool, MemoryLedger, ledger_tools
 from agentfsm.impl.durable.run import DurableRun, EffectCall, StatusReply
@@ -24,10 +25,6 @@ from conftest import ROOT
 from temporal_support import in_process_worker, queue, until_async
 
 TOOL_CALL = ROOT / "spec" / "tool-call.yaml"
-LOOM_EVENTS: list[tuple[str, Mapping[str, Any]]] = [
-    ("UserInput", {}), ("TextDelta", {}), ("LlmCompleted", {"tool_calls": 2}), ("ToolCompleted", {"mutating": True}),
-    ("ToolCompleted", {"mutating": False}), ("PostToolsHookCompleted", {"action_taken": True}),
-    ("LlmCompleted", {"tool_calls": 0}), ("ShutdownRequested", {})]
 CALL: list[tuple[str, Mapping[str, Any]]] = [
     ("ArgumentsValid", {"ask_user": False, "takes_key": False}), ("Started", {}), ("Completed", {}),
     ("ResultRecorded", {}), ("ResultReturned", {})]
@@ -36,7 +33,7 @@ QUICK = Timeouts(start_to_close=2.0, heartbeat=1.0, status_query=10.0)
 
 def scripts() -> list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]:
     """Every bundled table with an event script: the demos, and a Loom turn with tools."""
-    found: list[tuple[str, list[tuple[str, Mapping[str, Any]]]]] = [("loom-agent", LOOM_EVENTS)]
+    found: list[tuple[str, list[tuple[str, Mapping[str, Any]]]]] = [("loom-agent", list(LOOM_EVENTS))]
     for table in ("tool-call", "vibework-agent", "explorer-evaluator"):
         script = load_script(ROOT / "examples" / f"{table}-demo.yaml")
         assert isinstance(script, EventScript)

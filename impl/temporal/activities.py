@@ -17,6 +17,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from agentfsm.impl.durable.journal import JSON
 from agentfsm.impl.durable.run import EffectCall, Tool
@@ -27,12 +28,22 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 ToolFactory = Callable[[Table], Mapping[str, Tool]]
+T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
 KILL_POINTS = ("before-tool", "after-tool")
 
 
 def _call(task: EffectTask) -> EffectCall:
     return EffectCall(task.run_id, task.action, task.key, task.attempt, task.tool, task.args, task.token)
+
+
+async def heartbeating(work: Callable[[], T], every: float = 0.5) -> T:
+    """``work`` in a thread, heartbeating meanwhile: a worker that dies or stops stops heartbeating."""
+    running = asyncio.ensure_future(asyncio.to_thread(work))
+    while not running.done():
+        activity.heartbeat()
+        await asyncio.wait([running], timeout=every)
+    return running.result()
 
 
 def _kill_here(point: str) -> None:
@@ -61,12 +72,8 @@ class EffectActivities:
     async def perform(self, task: EffectTask) -> JSON:
         tool = self.tool(task)
         _kill_here("before-tool")
-        work = asyncio.ensure_future(asyncio.to_thread(tool.run, _call(task)))
-        while not work.done():
-            activity.heartbeat()
-            await asyncio.wait([work], timeout=self.heartbeat_every)
         try:
-            result = work.result()
+            result = await heartbeating(lambda: tool.run(_call(task)), self.heartbeat_every)
         except Exception as exc:
             raise ApplicationError(f"{type(exc).__name__}: {exc}", type=TOOL_FAILED, non_retryable=True) from None
         _kill_here("after-tool")
