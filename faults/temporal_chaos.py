@@ -165,10 +165,13 @@ class Campaign:
         kind = self.rng.choice(["kill", "kill", "stop", "server"])
         self.outcome.faults[kind] += 1
         slot = self.rng.randrange(len(self.workers))
-        if kind == "kill":
-            os.killpg(self.workers[slot].pid, signal.SIGKILL)
-            await asyncio.to_thread(self._reap, slot, True)
-            self._spawn(slot)
+        if kind == "kill":   # all workers but one: most activities in flight die with them
+            slots = self.rng.sample(range(len(self.workers)), max(1, len(self.workers) - 1))
+            for one in slots:
+                os.killpg(self.workers[one].pid, signal.SIGKILL)
+            for one in slots:
+                await asyncio.to_thread(self._reap, one, True)
+                self._spawn(one)
         elif kind == "stop":
             os.killpg(self.workers[slot].pid, signal.SIGSTOP)
             await asyncio.sleep(self.rng.uniform(HEARTBEAT, 3 * HEARTBEAT))
@@ -299,7 +302,7 @@ def summary(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def campaign(runs: int, workers: int = 3, seed: int = 1, batch: int = 10, linger: float = 0.5,
+def campaign(runs: int, workers: int = 3, seed: int = 1, batch: int = 10, linger: float = 1.0,
              folder: Path | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="agentfsm-temporal-chaos-") as tmp:
         where = folder or Path(tmp)

@@ -3,7 +3,9 @@ the same scenarios as on SQLite. A worker is SIGKILLed before the attempt's star
 (the activity scheduled, no worker has picked it up), after it (before the tool), during the
 tool (it has acted and lingers), and after the tool but before its completion reaches the
 server. Each time the tool (an external ledger file it appends to) has run at most once without
-a decision, and a run left unknown waits for the operator: exactly once more after ``rerun``."""
+a decision, and a run left unknown waits for the operator: exactly once more after ``rerun``.
+About 20 s each (worker processes start, heartbeats lapse): marked slow; the default suite's
+tests/test_temporal_workflow.py takes the same unknown path in-process, by a timeout."""
 
 from __future__ import annotations
 
@@ -148,6 +150,7 @@ def test_killed_during_the_tool(scenario: Scenario) -> None:
     unknown_then_rerun(s, 1, *chaos, env={"AGENTFSM_CHAOS_LEDGER": str(s.ledger), "AGENTFSM_CHAOS_LINGER": "0"})
 
 
+@pytest.mark.slow
 def test_killed_after_the_tool_before_its_completion_is_recorded(scenario: Scenario) -> None:
     s = scenario
     first = s.worker(env={"AGENTFSM_TEMPORAL_KILL": "after-tool"})
