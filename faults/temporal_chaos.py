@@ -37,10 +37,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from agentfsm.faults.chaos_tools import SlowTool
 from agentfsm.faults.temporal_baseline import HEARTBEAT, PLAIN_WORKFLOW, START_TO_CLOSE, PlainActivity, PlainWorkflow
+from agentfsm.impl.durable.journal import JSON
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
-from agentfsm.impl.durable.run import Tool
+from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
 from agentfsm.spec.model import Table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,12 +51,34 @@ LOOM_EVENTS: list[tuple[str, dict[str, Any]]] = [
 PLAIN_EFFECTS = 2   # the non-idempotent effects of one Loom turn: ExecuteTools, RunPostToolsHook
 
 
+class Acting:
+    """A campaign tool: it acts (a ledger line), says which worker acts on a non-idempotent effect
+    (``acting``: the campaign kills that worker while the tool lingers), then lingers."""
+
+    def __init__(self, inner: LedgerTool, linger: float, acting: Path) -> None:
+        self.inner = inner
+        self.fences = inner.fences
+        self.linger = linger
+        self.acting = acting
+
+    def run(self, call: EffectCall) -> JSON:
+        result = self.inner.run(call)
+        if not self.inner.idempotent:
+            with self.acting.open("a") as f:
+                f.write(f"{os.getpid()} {call.key}\n")
+        time.sleep(self.linger)
+        return result
+
+    def status(self, call: EffectCall) -> StatusReply | None:
+        return self.inner.status(call)
+
+
 def fenced_tools(ledger: Path, linger: float) -> Any:
-    """The campaign's agentfsm tools: they act (a ledger line), then linger; their status query
-    answers from the ledger and fences the key."""
+    """The campaign's agentfsm tools: ledger tools whose status query answers from the ledger and
+    fences the key."""
     def factory(table: Table) -> Mapping[str, Tool]:
-        return {a.name: SlowTool(LedgerTool(FileLedger(ledger), a.idempotent, True), linger, False)
-                for a in table.actions if a.effect == "external"}
+        return {a.name: Acting(LedgerTool(FileLedger(ledger), a.idempotent, True), linger,
+                               ledger.with_name("acting.txt")) for a in table.actions if a.effect == "external"}
     return factory
 
 
@@ -146,27 +168,29 @@ class Campaign:
         if not expected or code not in (0, -signal.SIGKILL, -signal.SIGTERM):
             self.deaths += 1
 
-    def _acted(self) -> int:
-        """How many times a table run's tool has acted so far (the baseline's lines aside)."""
-        if not self.ledger.exists():
-            return 0
-        return sum(1 for line in self.ledger.read_text().splitlines() if not line.startswith(("plain/", "fence ")))
+    def _acting(self) -> list[int]:
+        """The pids of the workers that acted on a table run's non-idempotent effect, in order."""
+        path = self.folder / "acting.txt"
+        return [int(line.split()[0]) for line in path.read_text().splitlines()] if path.exists() else []
 
     async def fault(self) -> None:
-        """One fault: right after a table run's tool acted (it lingers, so its worker and the others
-        are inside activities), or at a random moment if none acts for a while: a worker SIGKILLed
-        (and replaced), SIGSTOPped for a while, or the server SIGKILLed and started again (same
-        port, same database)."""
+        """One fault: right after a worker acted on a table run's non-idempotent effect (its tool
+        lingers: the worker is inside the activity), or at a random moment if none acts for a
+        while: that worker and another SIGKILLed (and replaced), it SIGSTOPped for a while, or the
+        server SIGKILLed and started again (same port, same database)."""
         await asyncio.sleep(self.rng.uniform(0.0, 1.0))
-        before = self._acted()
+        seen = len(self._acting())
         deadline = time.monotonic() + 5.0
-        while self._acted() == before and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        while len(self._acting()) == seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        acted = self._acting()[seen:]
+        pids = [w.pid for w in self.workers]
         kind = self.rng.choice(["kill", "kill", "stop", "server"])
         self.outcome.faults[kind] += 1
-        slot = self.rng.randrange(len(self.workers))
-        if kind == "kill":   # all workers but one: most activities in flight die with them
-            slots = self.rng.sample(range(len(self.workers)), max(1, len(self.workers) - 1))
+        slot = pids.index(acted[0]) if acted and acted[0] in pids else self.rng.randrange(len(self.workers))
+        if kind == "kill":   # the acting worker and another: the activities in flight die with them
+            others = [k for k in range(len(self.workers)) if k != slot]
+            slots = [slot, *self.rng.sample(others, min(1, len(others)))]
             for one in slots:
                 os.killpg(self.workers[one].pid, signal.SIGKILL)
             for one in slots:
@@ -334,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.runs < 1 or args.workers < 1 or args.batch < 1:
         parser.error("--runs, --workers and --batch must be 1 or more")
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))   # stop the workers and the server
     outcome = campaign(args.runs, args.workers, args.seed, args.batch)
     print(summary(outcome))
     if args.json:
