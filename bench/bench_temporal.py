@@ -118,13 +118,14 @@ def main() -> None:
     counts = [int(w) for w in args.workers.split(",")]
     address = started("temporal.sh", "AGENTFSM_TEST_TEMPORAL_ADDRESS")
     url = started("postgres.sh", "AGENTFSM_TEST_PG_URL")
+    # (each line's ratio: Temporal's rate over the pool's)
     print(f"runs on Temporal beside the PostgreSQL pool: {args.runs} Loom turns (8 events, 4 effects each)")
     with tempfile.TemporaryDirectory() as tmp:
         for n in counts:
             took = temporal_seconds(address, args.runs, n, Path(tmp) / f"t{n}.txt")
             pool = pool_seconds(url, args.runs, n, Path(tmp) / f"p{n}.txt")
             print(f"  {n} worker{'s' if n > 1 else ' '}: Temporal {args.runs / took:6.1f} runs/s, "
-                  f"PostgreSQL pool {args.runs / pool:6.1f} runs/s (Temporal: {pool / took:.2f}x the pool)")
+                  f"PostgreSQL pool {args.runs / pool:6.1f} runs/s ({pool / took:.2f}x)")
 
 
 if __name__ == "__main__":
