@@ -59,7 +59,7 @@ async def in_process_worker(address: str, task_queue: str, factory: Callable[[An
     """A worker in this process (the test's event loop) and a client for the test."""
     from agentfsm.impl.temporal.worker import build_worker, connect
     client = await connect(address)
-    async with build_worker(client, task_queue, factory):
+    async with build_worker(client, task_queue, factory, sticky=1.0):
         yield client
 
 

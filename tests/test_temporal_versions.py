@@ -70,7 +70,11 @@ def test_a_run_keeps_its_version_when_the_worker_s_table_changes(temporal_addres
 
 
 async def _in(handle: Any, state: str) -> bool:
-    return bool((await config(handle)).get("state") == state)
+    """Whether the run is in ``state``; False while no worker answers (one just stopped)."""
+    try:
+        return bool((await asyncio.wait_for(config(handle), 10)).get("state") == state)
+    except TimeoutError:
+        return False
 
 
 def test_the_recorded_history_replays_with_this_code() -> None:
