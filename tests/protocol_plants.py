@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from agentfsm.impl.stores.leases import Lease, LeaseLost
 from agentfsm.impl.durable.ledger import MemoryLedger
+from agentfsm.impl.stores.leases import Lease, LeaseLost
 from agentfsm.impl.stores.sqlite import SqliteStore
 
 

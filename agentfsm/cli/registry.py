@@ -28,6 +28,8 @@ COMMANDS: dict[str, Command] = {
     "submit": Command("agentfsm.cli.workers", "queue runs of a table, each with a script of events, for workers"),
     "worker": Command("agentfsm.cli.workers", "serve queued runs from a shared store, under leases"),
     "jobs": Command("agentfsm.cli.workers", "list the runs queued in a shared store and their status"),
+    "temporal": Command("agentfsm.cli.temporal", "run tables on Temporal: a worker, start, send, list, trace, "
+                                                 "decide, interrupt"),
     "crash": Command("agentfsm.cli.crash", "crash the durable runtime at every write boundary and check recovery"),
     "chaos": Command("agentfsm.cli.chaos", "fault campaigns against real durable runs: count duplicated "
                                             "effects, lost steps, stuck runs"),

@@ -65,12 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w.add_argument("--name", default=None, help="this worker's name in leases (default HOST:PID)")
     w.add_argument("--verbose", action="store_true",
                    help="list every run served with its outcome, not only the summary (problems are always shown)")
-    tools = w.add_mutually_exclusive_group()
-    tools.add_argument("--tools", metavar="MODULE:FACTORY",
-                       help="the tools: FACTORY(table) returns a mapping of external action name to Tool")
-    tools.add_argument("--ledger", metavar="FILE",
-                       help="demonstration tools: each external effect appends its idempotency key to FILE")
-    w.add_argument("--status-query", action="store_true", help="with --ledger: the tools answer status queries")
+    add_tool_options(w)
     add_set_option(w)
     w.set_defaults(func=run_worker)
 
@@ -87,6 +82,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "continue) and queue the run again: a worker performs a rerun with its real tools")
     j.add_argument("--table", metavar="TABLE", help="with --decide: the run's table (default: the bundled one)")
     j.set_defaults(func=run_jobs)
+
+
+def add_tool_options(w: argparse.ArgumentParser) -> None:
+    """A worker's tools (``tool_factory`` reads them): a factory, or the demonstration ledger."""
+    tools = w.add_mutually_exclusive_group()
+    tools.add_argument("--tools", metavar="MODULE:FACTORY",
+                       help="the tools: FACTORY(table) returns a mapping of external action name to Tool")
+    tools.add_argument("--ledger", metavar="FILE",
+                       help="demonstration tools: each external effect appends its idempotency key to FILE")
+    w.add_argument("--status-query", action="store_true", help="with --ledger: the tools answer status queries")
 
 
 def _open(url: str) -> LeasingStore:
@@ -138,7 +143,7 @@ def run_submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _tool_factory(args: argparse.Namespace) -> ToolFactory:
+def tool_factory(args: argparse.Namespace) -> ToolFactory:
     if args.ledger:
         from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
         ledger = FileLedger(Path(args.ledger))
@@ -165,7 +170,7 @@ def run_worker(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0 or args.snapshot_every < 0:
         raise BadInput("--concurrency must be 1 or more; --lease and --poll positive; --snapshot-every 0 or more")
     tables = {t.machine: t for t in load_tables(args.tables, args.overrides)}
-    factory = _tool_factory(args)
+    factory = tool_factory(args)
     for table in tables.values():
         missing = sorted(a.name for a in table.actions if a.effect == "external" and a.name not in factory(table))
         if missing:

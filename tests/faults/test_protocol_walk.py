@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
+from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.stores.leases import OwnedStore
-from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec.audit_mapping import load_mapping
 from agentfsm.spec.system_load import load_system

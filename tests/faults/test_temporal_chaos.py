@@ -1,0 +1,20 @@
+"""The Temporal fault campaign, short: real workers SIGKILLed and SIGSTOPped, the dev server
+killed and restarted; the table runs lose no signal, duplicate no effect and all end
+(make temporal-chaos runs 100 of each kind; docs/temporal.md publishes its counts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentfsm.faults.temporal_chaos import campaign, summary
+
+
+@pytest.mark.slow
+@pytest.mark.chaos
+def test_a_short_campaign_duplicates_nothing(tmp_path: Path) -> None:
+    outcome = campaign(runs=4, workers=2, seed=7, batch=4, folder=tmp_path)
+    tally = outcome.agentfsm
+    assert (tally.runs, tally.duplicated, tally.lost_signals, tally.stuck, outcome.tracebacks) == (4, 0, 0, 0, 0), \
+        summary(outcome)
+    assert tally.effects == 16 and outcome.baseline.runs == 4 and sum(outcome.faults.values()) >= 2

@@ -1,0 +1,159 @@
+"""The unknown path on Temporal with real worker processes and real kills (no mock of Temporal):
+the same scenarios as on SQLite. A worker is SIGKILLed before the attempt's start is recorded
+(the activity scheduled, no worker has picked it up), after it (before the tool), during the
+tool (it has acted and lingers), and after the tool but before its completion reaches the
+server. Each time the tool (an external ledger file it appends to) has run at most once without
+a decision, and a run left unknown waits for the operator: exactly once more after ``rerun``.
+About 20 s each (worker processes start, heartbeats lapse): marked slow; the default suite's
+tests/impl/test_temporal_workflow.py takes the same unknown path in-process, by a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.temporal.client import start_message, start_run
+from agentfsm.impl.temporal.messages import QUERY_PENDING, QUERY_TRACE, EventMessage, Timeouts
+from agentfsm.impl.temporal.worker import connect
+from conftest import ROOT
+from temporal_support import AGENTFSM, queue, until, worker_process
+
+TOOL_CALL = ROOT / "spec" / "tool-call.yaml"
+EVENTS = [("ArgumentsValid", {"ask_user": False, "takes_key": False}), ("Started", {}), ("Completed", {}),
+          ("ResultRecorded", {}), ("ResultReturned", {})]
+STICKY = ("--sticky-timeout", "1")
+
+
+class Scenario:
+    """One run of tool-call.yaml on its own task queue, its ledger, and its worker processes."""
+
+    def __init__(self, address: str, folder: Path, name: str) -> None:
+        self.address = address
+        self.folder = folder
+        self.ledger = folder / "ledger.txt"
+        self.queue = queue()
+        self.run_id = f"{name}-{self.queue}"
+        self.key = f"{self.run_id}/3/0"
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def worker(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        tools = ("--ledger", str(self.ledger)) if "--tools" not in extra else ()
+        child = worker_process(self.address, self.queue, *STICKY, *tools, *extra, env=env,
+                               log=self.folder / "workers.log")
+        self.workers.append(child)
+        return child
+
+    def start(self) -> None:
+        text = TOOL_CALL.read_text(encoding="utf-8")
+        events = [EventMessage(name, dict(params), f"script-{n}") for n, (name, params) in enumerate(EVENTS, 1)]
+        start = start_message(self.run_id, TOOL_CALL, text, {}, events, True, Timeouts(60.0, 1.0, 10.0))
+        asyncio.run(self._start(start))
+
+    async def _start(self, start: Any) -> None:
+        await start_run(await connect(self.address), self.queue, start, "tool-call")
+
+    def ask(self, query: str) -> Any:
+        async def main() -> Any:
+            handle = (await connect(self.address)).get_workflow_handle(self.run_id)
+            return await asyncio.wait_for(handle.query(query), 30)
+        return asyncio.run(main())
+
+    def result(self) -> dict[str, Any]:
+        async def main() -> dict[str, Any]:
+            handle = (await connect(self.address)).get_workflow_handle(self.run_id)
+            found: dict[str, Any] = await asyncio.wait_for(handle.result(), 120)
+            return found
+        return asyncio.run(main())
+
+    def runs(self) -> int:
+        return Counter(FileLedger(self.ledger).executions())[self.key]
+
+    def decide_rerun(self) -> None:
+        done = subprocess.run([str(AGENTFSM), "temporal", "decide", self.run_id, f"{self.key}=rerun", "--address",
+                               self.address], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    def close(self) -> None:
+        for child in self.workers:
+            if child.poll() is None:
+                child.kill()
+            child.wait(30)
+
+
+@pytest.fixture
+def scenario(temporal_address: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    made = Scenario(temporal_address, tmp_path, request.node.name.split("[")[0].removeprefix("test_")[:20])
+    yield made
+    made.close()
+
+
+def killed(child: subprocess.Popen[bytes]) -> None:
+    assert child.wait(60) == -signal.SIGKILL
+
+
+def unknown_then_rerun(s: Scenario, ran: int, *extra: str, env: dict[str, str] | None = None) -> None:
+    """After the kill: a fresh worker (``extra``, ``env``) carries the run to the unknown effect's
+    decision; the tool ran ``ran`` times; on ``rerun`` it runs exactly once more and the script ends."""
+    s.worker(*extra, env=env)
+    decisions = until(lambda: s.ask(QUERY_PENDING), what="the unknown effect's decision")
+    assert [(d["kind"], d["id"]) for d in decisions] == [("unknown-effect", s.key)]
+    assert s.runs() == ran
+    s.decide_rerun()
+    result = s.result()
+    assert s.runs() == ran + 1
+    assert result["state"] == "Returned" and [e["status"] for e in result["effects"]] == ["completed"]
+    kinds = [r["kind"] for r in result["records"]]
+    assert kinds.count("unknown") == 1 and kinds.count("decided") == 1 and kinds.count("started") == 2
+
+
+@pytest.mark.slow
+def test_killed_before_the_attempt_s_start_is_recorded(scenario: Scenario) -> None:
+    s = scenario
+    first = s.worker("--workflows-only")
+    s.start()
+    until(lambda: any(r["kind"] == "started" for r in s.ask(QUERY_TRACE)), what="the effect's scheduling")
+    assert s.runs() == 0
+    first.send_signal(signal.SIGKILL)
+    killed(first)
+    s.worker()
+    result = s.result()
+    assert s.runs() == 1     # picked up by the next worker: it had not started, so it runs, once
+    kinds = [r["kind"] for r in result["records"]]
+    assert result["state"] == "Returned" and "unknown" not in kinds and "decided" not in kinds
+
+
+@pytest.mark.slow
+def test_killed_after_the_start_before_the_tool(scenario: Scenario) -> None:
+    s = scenario
+    first = s.worker(env={"AGENTFSM_TEMPORAL_KILL": "before-tool"})
+    s.start()
+    killed(first)
+    unknown_then_rerun(s, ran=0)
+
+
+@pytest.mark.slow
+def test_killed_during_the_tool(scenario: Scenario) -> None:
+    s = scenario
+    chaos = ("--tools", "agentfsm.faults.chaos_tools:tools")
+    first = s.worker(*chaos, env={"AGENTFSM_CHAOS_LEDGER": str(s.ledger), "AGENTFSM_CHAOS_LINGER": "120"})
+    s.start()
+    until(lambda: s.runs() == 1, what="the tool's execution")
+    os.killpg(first.pid, signal.SIGKILL)
+    killed(first)
+    unknown_then_rerun(s, 1, *chaos, env={"AGENTFSM_CHAOS_LEDGER": str(s.ledger), "AGENTFSM_CHAOS_LINGER": "0"})
+
+
+@pytest.mark.slow
+def test_killed_after_the_tool_before_its_completion_is_recorded(scenario: Scenario) -> None:
+    s = scenario
+    first = s.worker(env={"AGENTFSM_TEMPORAL_KILL": "after-tool"})
+    s.start()
+    killed(first)
+    unknown_then_rerun(s, ran=1)

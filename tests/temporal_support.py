@@ -1,0 +1,95 @@
+"""Temporal for the tests: find or start the private dev server, run table runs on it with an
+in-process worker or with real worker processes (``agentfsm temporal worker``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = "AGENTFSM_TEST_TEMPORAL_ADDRESS"
+SCRIPT = ROOT / "scripts" / "temporal.sh"
+AGENTFSM = Path(sys.executable).parent / "agentfsm"
+
+
+def running() -> bool:
+    """Whether the private dev server of scripts/temporal.sh is up (then someone else started it)."""
+    return subprocess.run([str(SCRIPT), "status"], capture_output=True, timeout=60).returncode == 0
+
+
+def stop() -> None:
+    subprocess.run([str(SCRIPT), "stop"], capture_output=True, timeout=60)
+
+
+def server_address() -> str:
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        pytest.skip("temporalio is not installed (pip install 'agentfsm[temporal]')")
+    address = os.environ.get(ENV)
+    if address:
+        return address
+    try:
+        proc = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"no Temporal dev server could be started: {exc}")
+    if proc.returncode != 0 or not proc.stdout.strip():
+        pytest.skip(f"no Temporal dev server could be started: {proc.stderr.strip()[-300:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def queue() -> str:
+    """A task queue of its own for each test: workers of other tests never take its tasks."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@asynccontextmanager
+async def in_process_worker(address: str, task_queue: str, factory: Callable[[Any], Mapping[str, Any]],
+                            ) -> AsyncIterator[Any]:
+    """A worker in this process (the test's event loop) and a client for the test."""
+    from agentfsm.impl.temporal.worker import build_worker, connect
+    client = await connect(address)
+    async with build_worker(client, task_queue, factory, sticky=1.0):
+        yield client
+
+
+def worker_process(address: str, task_queue: str, *extra: str, env: Mapping[str, str] | None = None,
+                   log: Path | None = None) -> subprocess.Popen[bytes]:
+    """A real worker process (``agentfsm temporal worker``), in a session of its own so a kill reaches it alone."""
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
+    return subprocess.Popen([str(AGENTFSM), "temporal", "worker", "--address", address, "--task-queue", task_queue,
+                             *extra], env={**os.environ, **(env or {})}, stdout=out, stderr=out,
+                            start_new_session=True, cwd=ROOT.parent)
+
+
+def until(check: Callable[[], Any], bound: float = 60.0, what: str = "the condition") -> Any:
+    """Poll ``check`` until it returns something true (bounded, so a broken run fails, not hangs)."""
+    deadline = time.monotonic() + bound
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {bound} s")
+        time.sleep(0.1)
+
+
+async def until_async(check: Callable[[], Any], bound: float = 60.0, what: str = "the condition") -> Any:
+    deadline = time.monotonic() + bound
+    while True:
+        found = await check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {bound} s")
+        await asyncio.sleep(0.1)
