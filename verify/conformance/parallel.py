@@ -121,8 +121,10 @@ class _Worker(Runner):
     """A ``Runner`` on vectors taken from the shared source, passing each result on as it is read."""
 
     def __init__(self, table: Table, connect: Callable[[], Transport], must_start: bool, source: _Source,
-                 results: queue.Queue[tuple[int, VectorResult] | _Done], cancelled: threading.Event) -> None:
+                 results: queue.Queue[tuple[int, VectorResult] | _Done], cancelled: threading.Event,
+                 keep_passing: bool) -> None:
         super().__init__(table, connect, must_start)
+        self.keep_passing = keep_passing
         self.source = source
         self.results = results
         self.cancelled = cancelled
@@ -143,7 +145,7 @@ class _Worker(Runner):
     def work(self) -> None:
         error: BaseException | None = None
         try:
-            self.run(self.feed())
+            self.run(self.feed(), keep_passing=self.keep_passing)
         except _Cancelled:
             pass
         except BaseException as exc:   # handed to the main thread, which raises it
@@ -158,26 +160,27 @@ class _Done:
 
 def run(table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int = 1,
         stop_at_first_failure: bool = False, progress: Callable[[int], None] | None = None,
-        max_failures: int | None = None, must_start: bool = False) -> Report:
+        max_failures: int | None = None, must_start: bool = False, keep_passing: bool = True) -> Report:
     """``Runner.run`` on ``jobs`` adapters at once; the same report as on one."""
     if isinstance(vectors, Sized):
         jobs = min(jobs, len(vectors))
     if jobs <= 1:
-        return Runner(table, connect, must_start).run(vectors, stop_at_first_failure, progress, max_failures)
-    return _Parallel(table, connect, vectors, jobs, must_start).run(
+        return Runner(table, connect, must_start).run(vectors, stop_at_first_failure, progress, max_failures,
+                                                      keep_passing)
+    return _Parallel(table, connect, vectors, jobs, must_start, keep_passing).run(
         1 if stop_at_first_failure else max_failures, progress)
 
 
 class _Parallel:
     def __init__(self, table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int,
-                 must_start: bool) -> None:
+                 must_start: bool, keep_passing: bool) -> None:
         self.table = table
         self.vectors = vectors
         self.source = _Source(vectors)
         self.results: queue.Queue[tuple[int, VectorResult] | _Done] = queue.Queue()
         self.cancelled = threading.Event()
-        self.workers = [_Worker(table, connect, must_start and n == 0, self.source, self.results, self.cancelled)
-                        for n in range(jobs)]
+        self.workers = [_Worker(table, connect, must_start and n == 0, self.source, self.results, self.cancelled,
+                                keep_passing) for n in range(jobs)]
         self.threads = [threading.Thread(target=w.work, name=f"conform-{n}", daemon=True)
                         for n, w in enumerate(self.workers)]
 
