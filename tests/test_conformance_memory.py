@@ -21,11 +21,10 @@ def explorer() -> Table:
 
 
 @pytest.mark.parametrize("jobs", [1, 3])
-@pytest.mark.parametrize("wrong", [frozenset(), frozenset({"CommandsExecuted"}),
-                                   frozenset({"PlannerReplied", "EvaluatorDone"})])
+@pytest.mark.parametrize("wrong", [frozenset({"CommandsExecuted"}), frozenset({"PlannerReplied", "EvaluatorDone"})])
 def test_forgetting_passed_vectors_changes_no_report(explorer: Table, jobs: int, wrong: frozenset[str]) -> None:
     vectors = generate_extended(explorer, sets=["rows", "suffixes"], extra_states=1)[1]
-    chosen = list(itertools.islice(vectors, 0, len(vectors), 7))
+    chosen = list(itertools.islice(vectors, 0, len(vectors), 15))
     connect = in_process(explorer, wrong)
     kept = Runner(explorer, connect).run(chosen, max_failures=25)
     forgetting = parallel.run(explorer, connect, chosen, jobs, max_failures=25, keep_passing=False)
@@ -38,6 +37,6 @@ def test_forgetting_passed_vectors_changes_no_report(explorer: Table, jobs: int,
 def test_lazily_made_vectors_are_not_held_after_they_pass(explorer: Table) -> None:
     """--extra-states vectors are made as they are read and, once passed, dropped: memory bounded by a window."""
     vectors = generate_extended(explorer, sets=["suffixes"], extra_states=1)[1]
-    report = Runner(explorer, in_process(explorer)).run(itertools.islice(vectors, 2000), keep_passing=False)
-    assert report.ok and report.count("pass") == 2000
+    report = Runner(explorer, in_process(explorer)).run(itertools.islice(vectors, 1000), keep_passing=False)
+    assert report.ok and report.count("pass") == 1000
     assert sum(1 for r in report.results if r.vector.steps or r.vector.covers) == 1

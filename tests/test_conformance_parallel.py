@@ -107,8 +107,8 @@ def loom_vectors(loom: Table) -> list[Vector]:
 EVENTS = sorted(e.name for e in load_table(LOOM).events)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(jobs=st.integers(2, 5), start=st.integers(0, 600), count=st.integers(0, 250),
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.integers(2, 5), start=st.integers(0, 600), count=st.integers(0, 200),
        wrong=st.frozensets(st.sampled_from(EVENTS), max_size=3),
        refused=st.frozensets(st.sampled_from(EVENTS), max_size=2),
        yielding=st.frozensets(st.sampled_from(EVENTS), max_size=4),
