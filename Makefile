@@ -83,6 +83,7 @@ mutation: setup
 	$(BIN)/python tests/mutation_run.py --check
 
 bench: setup
+	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_runtime.py
 	$(BIN)/python bench/bench_durable.py
 	$(BIN)/python bench/explore_vs_spin.py

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
@@ -32,9 +33,10 @@ from agentfsm.spec.vectorfile import (
     write_vectors,
 )
 from agentfsm.verify.conformance import mutants as mutation
+from agentfsm.verify.conformance import parallel
 from agentfsm.verify.conformance import vectors as gen
 from agentfsm.verify.conformance.audit import LogError, audit, format_audit, read_log
-from agentfsm.verify.conformance.conform import Runner, format_report, junit_suite, report_json, row_coverage
+from agentfsm.verify.conformance.conform import format_report, junit_suite, report_json, row_coverage
 from agentfsm.verify.conformance.guided import DEFAULT_BUDGET
 from agentfsm.verify.conformance.harness import (
     AdapterDidNotStart,
@@ -192,9 +194,23 @@ def _register_conform(sub: Sub) -> None:
                         help="ignore the vars the adapter reports, as if it reported none")
     parser.add_argument("--allow-not-implemented", action="store_true",
                         help="vectors answered {\"ok\": false} do not fail the run")
+    parser.add_argument("--jobs", type=_jobs, default=_cpus(), metavar="N",
+                        help="run the vectors on N adapter processes at once; the report is the one a single "
+                             "process gives (default: the CPU count, here %(default)s)")
     _add_generation_options(parser)
     add_set_option(parser)
     parser.set_defaults(func=reporting_limits(run_conform))
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _jobs(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
 
 
 def _load_vectors(args: argparse.Namespace, table: Table) -> Sequence[Vector]:
@@ -232,8 +248,9 @@ def run_conform(args: argparse.Namespace) -> int:
         raise BadInput("--max-failures must be at least 1")
     with ending_adapters():
         try:
-            report = Runner(table, connect, must_start=True).run(
-                vectors, args.stop_at_first_failure, Progress(len(vectors), sys.stderr), args.max_failures)
+            report = parallel.run(table, connect, vectors, args.jobs, args.stop_at_first_failure,
+                                  Progress(len(vectors), sys.stderr), args.max_failures, must_start=True,
+                                  keep_passing=bool(args.coverage_out))
         except AdapterDidNotStart as exc:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))

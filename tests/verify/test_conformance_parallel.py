@@ -1,0 +1,234 @@
+"""conform --jobs N: the vectors run on N adapters at once, and the report is the one a single adapter gives."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.spec import Table, load_table
+from agentfsm.spec.vectorfile import Vector
+from agentfsm.verify.conformance import parallel
+from agentfsm.verify.conformance.conform import Report, Runner, format_report, junit_suite, report_json
+from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport, Transport
+from agentfsm.verify.conformance.vectors import generate, generate_extended
+from agentfsm.verify.junit import junit_xml
+from conformance_helpers import LOOM, ROOT, OracleHandler, broken_adapter, semantics_adapter
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentfsm.cli import main
+
+TABLES = sorted((ROOT / "spec").glob("*.yaml"))
+SECONDS = re.compile(r'\(\d+\.\d+ s\)|"seconds": [0-9.]+|time="[0-9.]+"')
+
+
+def same_text(text: str) -> str:
+    """A report with its timings taken out."""
+    return SECONDS.sub("", text)
+
+
+def summary(report: Report) -> tuple[Any, ...]:
+    """Everything a report says, but its timings."""
+    results = [(r.vector.id, r.status, r.message, r.failure, r.agreed,
+                [(s.number, s.problems, s.actual) for s in r.steps]) for r in report.results]
+    junit = junit_xml("conform", [junit_suite(report)]).decode()
+    data = {k: v for k, v in report_json(report).items() if k != "seconds"}
+    return results, report.stopped, report.unlisted, same_text(format_report(report)), same_text(junit), data
+
+
+class Faulty:
+    """The naive interpreter, with some events answered wrongly or refused (per process, like an adapter)."""
+
+    def __init__(self, table: Table, wrong: frozenset[str], refused: frozenset[str], yielding: frozenset[str]) -> None:
+        self.oracle = OracleHandler(table)
+        self.wrong, self.refused, self.yielding = wrong, refused, yielding
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        event = request.get("event", "")
+        if event in self.yielding:
+            time.sleep(0)   # lets another worker's thread run here: the hypothesis picks the interleaving
+        if event in self.refused:
+            return {"ok": False, "error": f"{event} is not implemented"}
+        reply = self.oracle(request)
+        if event in self.wrong and reply.get("accepted"):
+            reply["actions"] = [*reply["actions"], "Extra"]
+        return reply
+
+
+def in_process(table: Table, wrong: frozenset[str] = frozenset(), refused: frozenset[str] = frozenset(),
+               yielding: frozenset[str] = frozenset()) -> Callable[[], Transport]:
+    return lambda: FunctionTransport(Faulty(table, wrong, refused, yielding))
+
+
+@pytest.mark.parametrize("path", TABLES, ids=lambda p: p.stem)
+def test_every_bundled_table_gives_the_same_report_on_three_adapters(path: Path) -> None:
+    table = load_table(path)
+    vectors = generate(table, sets=["rows", "row-pairs", "walks", "invalid"], walks=5)[1]
+    connect = in_process(table)
+    serial = Runner(table, connect).run(vectors)
+    assert serial.ok
+    assert summary(parallel.run(table, connect, vectors, jobs=3)) == summary(serial)
+
+
+def kinds(vectors: list[Vector], kind: str) -> Sequence[Vector] | Iterator[Vector]:
+    """The vectors as a list, as a sequence that is not one (made lazily), or as a bare iterator."""
+    if kind == "list":
+        return vectors
+    if kind == "sequence":
+        return Lazy(vectors)
+    return iter(vectors)
+
+
+class Lazy(Sequence[Vector]):
+    def __init__(self, vectors: list[Vector]) -> None:
+        self.vectors = vectors
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.vectors[index]
+
+    def __iter__(self) -> Iterator[Vector]:
+        yield from self.vectors
+
+
+@pytest.fixture(scope="module")
+def loom_vectors(loom: Table) -> list[Vector]:
+    return generate(loom, sets=["rows", "events", "suffixes", "walks"], walks=5)[1]
+
+
+EVENTS = sorted(e.name for e in load_table(LOOM).events)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=st.integers(2, 5), start=st.integers(0, 600), count=st.integers(0, 200),
+       wrong=st.frozensets(st.sampled_from(EVENTS), max_size=3),
+       refused=st.frozensets(st.sampled_from(EVENTS), max_size=2),
+       yielding=st.frozensets(st.sampled_from(EVENTS), max_size=4),
+       max_failures=st.none() | st.integers(1, 40), kind=st.sampled_from(["list", "sequence", "iterator"]))
+def test_any_split_gives_the_report_of_one_adapter(loom: Table, loom_vectors: list[Vector], jobs: int, start: int,
+                                                   count: int, wrong: frozenset[str], refused: frozenset[str],
+                                                   yielding: frozenset[str], max_failures: int | None,
+                                                   kind: str) -> None:
+    """Faults, refusals, early stops and interleavings chosen by hypothesis: the same results, in
+    the same order, the same not-run vectors listed and counted, the same report, JSON and JUnit."""
+    chosen = loom_vectors[start:start + count]
+    connect = in_process(loom, wrong, refused, yielding)
+    serial = Runner(loom, connect).run(kinds(chosen, kind), max_failures=max_failures)
+    split = parallel.run(loom, connect, kinds(chosen, kind), jobs, max_failures=max_failures)
+    assert summary(split) == summary(serial)
+
+
+def test_lazily_made_extension_vectors_stop_as_on_one_adapter() -> None:
+    """The --extra-states vectors are made as they are read: an early stop counts the rest, as one adapter does."""
+    table = load_table(ROOT / "spec" / "explorer-evaluator.yaml")
+    vectors = generate_extended(table, sets=["suffixes"], extra_states=1)[1]
+    connect = in_process(table, wrong=frozenset(e.name for e in table.events))
+    serial = Runner(table, connect).run(vectors, max_failures=3)
+    split = parallel.run(table, connect, vectors, 2, max_failures=3)
+    assert serial.unlisted > 0 and summary(split) == summary(serial)
+
+
+def conform(capsys: pytest.CaptureFixture[str], tmp_path: Path, adapter: Sequence[str], jobs: int,
+            *extra: str) -> tuple[int, str, str]:
+    junit = tmp_path / f"conform-{jobs}.xml"
+    status = main(["conform", str(LOOM), "--adapter", " ".join(adapter), "--jobs", str(jobs),
+                   "--junit", str(junit), *extra])
+    return status, same_text(capsys.readouterr().out), same_text(junit.read_text())
+
+
+@pytest.mark.parametrize(("adapter", "extra"), [
+    (semantics_adapter("--fault", "silent-text"), ["--sets", "rows,row-pairs", "--json"]),
+    (semantics_adapter("--fault", "retry-bound"), ["--sets", "rows,row-pairs", "--max-failures", "3"]),
+    (semantics_adapter("--fault", "accept-everything"), ["--sets", "rows,walks", "--walks", "5",
+                                                          "--stop-at-first-failure"]),
+    # An adapter that dies on every event: several failures in a row stop the run.
+    (broken_adapter("crash"), ["--sets", "rows", "--max-failures", "2"]),
+    (semantics_adapter(), ["--sets", "rows", "--json"]),
+], ids=["fault-json", "max-failures", "first-failure", "crashing", "passing"])
+def test_the_command_gives_the_same_output_exit_status_and_junit(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, adapter: list[str], extra: list[str]) -> None:
+    one = conform(capsys, tmp_path, adapter, 1, *extra)
+    assert conform(capsys, tmp_path, adapter, 3, *extra) == one
+
+
+def test_the_typescript_example_gives_the_same_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    built = ROOT / "examples" / "conformance" / "dist" / "adapter.js"
+    if not built.exists() or not any((Path(p) / "node").exists() for p in os.environ["PATH"].split(os.pathsep)):
+        pytest.skip("the TypeScript example is not built (make setup builds it) or node is missing")
+    one = conform(capsys, tmp_path, ["node", str(built)], 1, "--sets", "rows,row-pairs")
+    assert one[0] == 0 and conform(capsys, tmp_path, ["node", str(built)], 2, "--sets", "rows,row-pairs") == one
+
+
+def gone(transport: ProcessTransport) -> bool:
+    """The adapter and its process group are gone: waited for, and no process left in the group."""
+    try:
+        os.killpg(transport.proc.pid, 0)
+    except ProcessLookupError:
+        return transport.proc.poll() is not None
+    return False
+
+
+def processes(argv: list[str]) -> tuple[list[ProcessTransport], Callable[[], Transport]]:
+    started: list[ProcessTransport] = []
+
+    def connect() -> Transport:
+        started.append(ProcessTransport(argv, 5.0))
+        return started[-1]
+
+    return started, connect
+
+
+@pytest.mark.parametrize("max_failures", [None, 2])
+def test_every_adapter_process_is_ended(loom: Table, loom_vectors: list[Vector], max_failures: int | None) -> None:
+    started, connect = processes(semantics_adapter("--fault", "silent-text"))
+    report = parallel.run(loom, connect, loom_vectors[:400], 3, max_failures=max_failures)
+    assert bool(report.stopped) == (max_failures is not None)
+    assert len(started) == 3 and all(map(gone, started))
+
+
+def test_adapters_are_ended_when_the_run_is_interrupted(loom: Table, loom_vectors: list[Vector]) -> None:
+    """Ctrl-C (or any exception) in the middle: every adapter, the children of each included, is killed."""
+    started, connect = processes([sys.executable, str(ROOT / "tests" / "adapters" / "adapter_semantics.py"),
+                                  str(LOOM)])
+
+    def interrupt(done: int) -> None:
+        if done == 50:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel.run(loom, connect, loom_vectors, 3, progress=interrupt)
+    assert started and all(map(gone, started))
+
+
+def test_a_command_that_cannot_start_is_started_once(loom: Table, loom_vectors: list[Vector],
+                                                     capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = tmp_path / "starts.log"
+    command = f"echo started >> {log}; exit 3"
+    assert main(["conform", str(LOOM), "--adapter", command, "--shell", "--jobs", "4", "--sets", "rows"]) == 2
+    assert log.read_text() == "started\n" and "never answered its first reset" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "two"])
+def test_jobs_must_be_a_positive_count(jobs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["conform", str(LOOM), "--adapter", "true", "--jobs", jobs])
+    assert exit_.value.code == 2 and "--jobs" in capsys.readouterr().err
+
+
+def test_the_default_is_the_cpu_count(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["conform", "--help"])
+    assert f"here {len(os.sched_getaffinity(0))})" in " ".join(capsys.readouterr().out.split())
+
+
+def test_no_vectors(loom: Table) -> None:
+    connect = in_process(loom)
+    assert summary(parallel.run(loom, connect, iter([]), 2)) == summary(Runner(loom, connect).run(iter([])))
