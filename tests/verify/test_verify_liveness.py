@@ -186,3 +186,28 @@ def test_a_fair_loop_walks_to_the_fair_event_takes_it_and_comes_back() -> None:
         result = check(verdict(LOOPS + f"fairness: {fairness}\n"), "eventually", "done")
         assert not result.ok and result.trace is not None
         assert steps(result) == ["a", "c", "g", "e", "s"] and result.trace.loop_start == 3
+
+
+def test_fair_components_of_a_later_streett_round_keep_ids_of_their_own() -> None:
+    """Strongly fair ``s`` is enabled at P in the component {I, R, P} and taken only outside it:
+    P is cut and {I, R} is found fair in a second round, beside {U, V}, found fair in the first
+    (it takes s inside). The lasso loops through I and R alone, never through U and V."""
+    text = """
+states: {I: {initial: true}, P: {}, R: {}, U: {}, V: {}, Goal: {final: true}}
+events: {a: {}, c: {}, d: {}, e: {}, f: {}, h: {}, s: {}}
+transitions:
+  - {from: I, on: c, to: R}
+  - {from: I, on: h, to: U}
+  - {from: P, on: a, to: I}
+  - {from: R, on: d, to: I}
+  - {from: R, on: e, to: P}
+  - {from: P, on: s, to: Goal}
+  - {from: U, on: s, to: V}
+  - {from: V, on: f, to: U}
+properties:
+  - {name: done, eventually: Goal}
+fairness: {strong: [s]}
+"""
+    result = check(verdict(text), "eventually", "done")
+    assert not result.ok and result.trace is not None
+    assert steps(result) == ["c", "d"] and result.trace.loop_start == 0
