@@ -171,3 +171,27 @@ def reachable(table: Table) -> set[Configuration]:
                     seen.add((result.state, result.vars))
                     frontier.append((result.state, result.vars))
     return seen
+
+
+@st.composite
+def pointed_tables(draw: st.DrawFn) -> dict[str, Any]:
+    """Random tables made pointed where implementations part: two counters that rows swap and
+    copy within one ``set`` (sequential and simultaneous assignment differ), and a transient
+    state that some rows enter, whose eventless row emits actions after the event row's."""
+    data = draw(table_data())
+    stable = [n for n, spec in data["states"].items() if not spec.get("final") and not spec.get("transient")]
+    data["states"]["T"] = {"transient": True}
+    data["transitions"].append({"from": "T", "to": draw(st.sampled_from(stable)),
+                                "emit": draw(st.lists(st.sampled_from(list(data["actions"])), min_size=1,
+                                                      max_size=2))})
+    for row in data["transitions"][:-1]:
+        if draw(st.integers(0, 2)) == 0:
+            row["to"] = "T"
+    data["variables"].update({y: {"type": "int", "min": 0, "max": 3, "init": draw(st.integers(0, 3))}
+                              for y in ("y0", "y1")})
+    patterns = [None, {"y0": "y1", "y1": "y0"}, {"y0": "3", "y1": "y0"}, {"y1": "0"}]
+    for row in data["transitions"]:
+        extra = draw(st.sampled_from(patterns))
+        if extra is not None:
+            row["set"] = {**row.get("set", {}), **extra}
+    return data

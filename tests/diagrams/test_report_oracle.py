@@ -13,8 +13,7 @@ from agentfsm.spec.trace import Trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive_semantics import NaiveTable
-from strategies_tables import build, table_data
-from test_oracle import pointed_tables
+from strategies_tables import build, pointed_tables, table_data
 
 
 def _value(v: Any) -> str:

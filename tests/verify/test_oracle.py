@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from naive_semantics import Label, NaiveTable, Outcome, Vars, key
 from naive_semantics import explore as naive_explore
-from strategies_tables import build, table_data
+from strategies_tables import build, pointed_tables, table_data
 
 EXAMPLES = 250
 
@@ -47,30 +47,6 @@ def labels(draw: st.DrawFn, oracle: NaiveTable, max_size: int = 25) -> list[Labe
 def table_and_events(draw: st.DrawFn) -> tuple[Table, NaiveTable, list[Label]]:
     table, oracle = pair(draw(st.one_of(table_data(), pointed_tables())))
     return table, oracle, labels(draw, oracle)
-
-
-@st.composite
-def pointed_tables(draw: st.DrawFn) -> dict[str, Any]:
-    """Random tables made pointed where implementations part: two counters that rows swap and
-    copy within one ``set`` (sequential and simultaneous assignment differ), and a transient
-    state that some rows enter, whose eventless row emits actions after the event row's."""
-    data = draw(table_data())
-    stable = [n for n, spec in data["states"].items() if not spec.get("final") and not spec.get("transient")]
-    data["states"]["T"] = {"transient": True}
-    data["transitions"].append({"from": "T", "to": draw(st.sampled_from(stable)),
-                                "emit": draw(st.lists(st.sampled_from(list(data["actions"])), min_size=1,
-                                                      max_size=2))})
-    for row in data["transitions"][:-1]:
-        if draw(st.integers(0, 2)) == 0:
-            row["to"] = "T"
-    data["variables"].update({y: {"type": "int", "min": 0, "max": 3, "init": draw(st.integers(0, 3))}
-                              for y in ("y0", "y1")})
-    patterns = [None, {"y0": "y1", "y1": "y0"}, {"y0": "3", "y1": "y0"}, {"y1": "0"}]
-    for row in data["transitions"]:
-        extra = draw(st.sampled_from(patterns))
-        if extra is not None:
-            row["set"] = {**row.get("set", {}), **extra}
-    return data
 
 
 def engine_agrees(table: Table, oracle: NaiveTable, events: list[Label], engine: Engine | None = None) -> None:
