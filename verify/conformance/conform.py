@@ -4,8 +4,10 @@ Each vector starts with a reset. A step passes when the implementation reports t
 expected ``accepted``, ``state`` and ``actions`` (in order), and the expected value for
 every variable it chooses to report. The first step that differs ends the vector. A
 transport failure (crash, hang, garbage) fails the vector with the adapter's stderr and
-the next vector gets a fresh process; several such failures in a row end the run, so a
-broken adapter costs a few timeouts, not one per vector.
+the next vector gets a fresh process. A run stops early only where asked to: at the first
+failure, or after ``max_failures`` vectors that did not pass (``--max-failures``, which bounds
+what a broken adapter costs in timeouts); an adapter that cannot start at all is reported
+before any vector (``must_start``).
 """
 
 from __future__ import annotations
