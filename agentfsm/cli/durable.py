@@ -43,7 +43,7 @@ from agentfsm.impl.stores.journal import (
 )
 from agentfsm.impl.stores.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore
-from agentfsm.impl.stores.urls import is_postgres, open_store, sqlite_path
+from agentfsm.impl.stores.urls import StoreURLError, is_postgres, open_store, sqlite_path
 from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_end
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec import Table, bundled_tables, load_table
@@ -221,7 +221,10 @@ def _open_run_store(args: argparse.Namespace) -> Store:
     """The run's store, with the ``--kill-at`` hook (kept as ``args.kill_hook``)."""
     if args.decide and not args.resume:
         raise BadInput("--decide needs --resume")
-    wal = None if is_postgres(args.store) else Path(f"{sqlite_path(args.store)}-wal")
+    try:
+        wal = None if is_postgres(args.store) else Path(f"{sqlite_path(args.store)}-wal")
+    except StoreURLError as exc:
+        raise BadInput(str(exc)) from None
     args.kill_hook = None if args.kill_at is None else KillAt(args.kill_at, wal)
     if args.full_disk_at is not None:
         if wal is None:
