@@ -67,23 +67,17 @@ def pg_url() -> Iterator[str]:
     """A PostgreSQL server for the shared-store tests: $AGENTFSM_TEST_PG_URL, else the private
     cluster of scripts/postgres.sh (started if need be, and then stopped after the session, so
     that nothing is left running). Skips only when none can be started."""
-    from pg_support import ENV, running, server_url, stop
-    ours = not os.environ.get(ENV) and not running()
-    try:
-        yield server_url()
-    finally:
-        if ours:
-            stop()
+    from pg_support import SERVER
+    from private_server import for_the_session
+    with for_the_session(SERVER) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def temporal_address() -> Iterator[str]:
     """A Temporal server for the Temporal tests: $AGENTFSM_TEST_TEMPORAL_ADDRESS, else the private dev
     server of scripts/temporal.sh (started if need be, and then stopped after the session)."""
-    from temporal_support import ENV, running, server_address, stop
-    ours = not os.environ.get(ENV) and not running()
-    try:
-        yield server_address()
-    finally:
-        if ours:
-            stop()
+    from private_server import for_the_session
+    from temporal_support import SERVER
+    with for_the_session(SERVER) as address:
+        yield address

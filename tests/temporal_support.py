@@ -14,38 +14,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
+from private_server import PrivateServer
 
 ROOT = Path(__file__).resolve().parent.parent
-ENV = "AGENTFSM_TEST_TEMPORAL_ADDRESS"
 SCRIPT = ROOT / "scripts" / "temporal.sh"
 AGENTFSM = Path(sys.executable).parent / "agentfsm"
 
 
-def running() -> bool:
-    """Whether the private dev server of scripts/temporal.sh is up (then someone else started it)."""
-    return subprocess.run([str(SCRIPT), "status"], capture_output=True, timeout=60).returncode == 0
-
-
-def stop() -> None:
-    subprocess.run([str(SCRIPT), "stop"], capture_output=True, timeout=60)
-
-
-def server_address() -> str:
-    try:
-        import temporalio  # noqa: F401
-    except ImportError:
-        pytest.skip("temporalio is not installed (pip install 'agentfsm[temporal]')")
-    address = os.environ.get(ENV)
-    if address:
-        return address
-    try:
-        proc = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"no Temporal dev server could be started: {exc}")
-    if proc.returncode != 0 or not proc.stdout.strip():
-        pytest.skip(f"no Temporal dev server could be started: {proc.stderr.strip()[-300:]}")
-    return proc.stdout.strip().splitlines()[-1]
+SERVER = PrivateServer("Temporal dev server", SCRIPT, "AGENTFSM_TEST_TEMPORAL_ADDRESS", "temporalio", "temporal",
+                       start_timeout=120, stop_timeout=60)
 
 
 def queue() -> str:
