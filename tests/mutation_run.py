@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mutation_coverage
 from mutation_coverage import LineMap
-from mutation_operators import mutants
+from mutation_operators import Mutant, mutants
 
 ROOT = Path(__file__).resolve().parent.parent
 # Which test files exercise each module: fast ones, the most telling first (-x stops at the
@@ -220,7 +220,7 @@ def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True) ->
     """The mutants of each module (all of them, or the keys given): {module: {mutant key: status}}.
     Each module's tests first run on its unmutated (but reprinted) source, measuring which tests
     run which line; if they fail there, the run stops with an error."""
-    found = {module: [m for m in mutants(module, (ROOT / module).read_text()) if only is None or m.key in only]
+    found = {module: [m for m in module_mutants(module) if only is None or m.key in only]
              for module, only in modules.items()}
     results: dict[str, dict[str, str]] = {module: {} for module in modules}
     with (tempfile.TemporaryDirectory(prefix="agentfsm-mutation-") as scratch,
@@ -360,9 +360,15 @@ def scope_of(key: str) -> str:
 
 
 @functools.cache
+def module_mutants(module: str) -> tuple[Mutant, ...]:
+    """The module's mutants as its code is now, made once per run (planning, running and
+    checking all need them)."""
+    return tuple(mutants(module, (ROOT / module).read_text()))
+
+
 def current_mutants(module: str) -> tuple[str, ...]:
     """The keys of the module's mutants as its code is now."""
-    return tuple(m.key for m in mutants(module, (ROOT / module).read_text()))
+    return tuple(m.key for m in module_mutants(module))
 
 
 def sample(keys: list[str], size: int) -> set[str]:
