@@ -33,6 +33,7 @@ from agentfsm.impl.durable.ledger import FileLedger, ledger_tools
 from agentfsm.impl.stores.postgres import PostgresStore
 from agentfsm.impl.temporal.client import start_message, start_run
 from agentfsm.impl.temporal.messages import EventMessage
+from agentfsm.impl.temporal.process_end import exit_before_finalizing
 from agentfsm.impl.temporal.worker import connect
 from agentfsm.impl.workers.worker import serve, submit
 from agentfsm.spec import load_table
@@ -130,3 +131,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_before_finalizing(0)

@@ -41,6 +41,7 @@ from agentfsm.faults.temporal_baseline import HEARTBEAT, PLAIN_WORKFLOW, START_T
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
 from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
 from agentfsm.impl.stores.journal import JSON
+from agentfsm.impl.temporal.process_end import exit_before_finalizing
 from agentfsm.spec.model import Table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -368,4 +369,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_before_finalizing(main())

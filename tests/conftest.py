@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -39,6 +40,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if skipped:
         terminalreporter.write_line(f"{skipped} test(s) skipped: allowed only on a developer's machine; "
                                     "in CI (CI=true or AGENTFSM_CI=1) each is a failure", yellow=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A session whose tests used the Temporal SDK in-process ends before the interpreter
+    finalizes, with pytest's status: the SDK's threads can abort the finalization (SIGABRT)
+    after every test passed (agentfsm/impl/temporal/process_end.py). Registered last, this runs
+    first among the exit handlers; a forked child that ends with os._exit never runs it."""
+    from agentfsm.impl.temporal.process_end import exit_before_finalizing, used_temporal
+    if used_temporal():
+        atexit.register(exit_before_finalizing, int(exitstatus))
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec"

@@ -81,6 +81,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
+    code = guarded(args)
+    if argv is None:   # the console script; a caller of main(argv) in its own process gets the status back
+        from agentfsm.impl.temporal.process_end import exit_before_finalizing, used_temporal
+        if used_temporal():
+            exit_before_finalizing(code)
+    return code
+
+
+def guarded(args: argparse.Namespace) -> int:
     reserve = [bytearray(RESERVE_BYTES)]
     try:
         return run(args, reserve)
