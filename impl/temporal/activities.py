@@ -1,7 +1,9 @@
 """The effects' activities: a table's tool performs one attempt, or answers a status query.
 
-A worker builds its tools from the table the task carries (the run's pinned version), with
-the same factories as ``agentfsm worker`` (``--tools MODULE:FACTORY``, ``--ledger FILE``).
+A worker builds its tools from the run's pinned table version, with the same factories as
+``agentfsm worker`` (``--tools MODULE:FACTORY``, ``--ledger FILE``). A task names the version by
+its content hash: a worker that compiled it (its workflow ran here) has it; any other reads the
+text from the run's start event, once per version (a task recorded with the text uses that).
 While a tool runs, the activity heartbeats, so a worker that dies or stops is noticed within
 the heartbeat timeout, and the effect becomes ``unknown`` in the workflow. A tool that raises
 is a known outcome (failed), never retried by Temporal.
@@ -21,8 +23,8 @@ from typing import TypeVar
 
 from agentfsm.impl.durable.run import EffectCall, Tool
 from agentfsm.impl.stores.journal import JSON
-from agentfsm.impl.temporal.journal_run import pinned_table
-from agentfsm.impl.temporal.messages import PERFORM, STATUS, TOOL_FAILED, EffectTask, StatusAnswer
+from agentfsm.impl.temporal.journal_run import compiled, pinned_table
+from agentfsm.impl.temporal.messages import PERFORM, STATUS, TOOL_FAILED, EffectTask, StartRun, StatusAnswer
 from agentfsm.spec.model import Table
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -46,6 +48,20 @@ async def heartbeating(work: Callable[[], T], every: float = 0.5) -> T:
     return running.result()
 
 
+async def started_text() -> str:
+    """The table text of the run this activity belongs to, from the run's first history event."""
+    info = activity.info()
+    client = activity.client()
+    if info.workflow_id is not None:
+        handle = client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            [start] = client.data_converter.payload_converter.from_payloads(payloads, [StartRun])
+            return str(start.table_text)
+    raise ApplicationError(f"activity {info.activity_id} belongs to no table run whose start can be read",
+                           type=TOOL_FAILED, non_retryable=True)
+
+
 def _kill_here(point: str) -> None:
     if os.environ.get(KILL) == point:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -57,20 +73,24 @@ class EffectActivities:
     def __init__(self, factory: ToolFactory, heartbeat_every: float = 0.5) -> None:
         self.factory = factory
         self.heartbeat_every = heartbeat_every
-        self._tools: dict[str, Mapping[str, Tool]] = {}
+        self._tools: dict[tuple[str, str], Mapping[str, Tool]] = {}
 
-    def tool(self, task: EffectTask) -> Tool:
-        if task.table_hash not in self._tools:
-            table = pinned_table(task.table_text, task.table_hash, task.file, task.overrides)
-            self._tools[task.table_hash] = self.factory(table)
-        tools = self._tools[task.table_hash]
+    async def tool(self, task: EffectTask) -> Tool:
+        version = (task.table_hash, repr(sorted(task.overrides.items())))
+        if version not in self._tools:
+            table = compiled(task.table_hash, task.overrides)
+            if table is None:
+                text = task.table_text or await started_text()
+                table = pinned_table(text, task.table_hash, task.file, task.overrides)
+            self._tools[version] = self.factory(table)
+        tools = self._tools[version]
         if task.action not in tools:
             raise ApplicationError(f"this worker has no tool for {task.action}", type=TOOL_FAILED, non_retryable=True)
         return tools[task.action]
 
     @activity.defn(name=PERFORM)
     async def perform(self, task: EffectTask) -> JSON:
-        tool = self.tool(task)
+        tool = await self.tool(task)
         _kill_here("before-tool")
         try:
             result = await heartbeating(lambda: tool.run(_call(task)), self.heartbeat_every)
@@ -81,7 +101,7 @@ class EffectActivities:
 
     @activity.defn(name=STATUS)
     async def status(self, task: EffectTask) -> StatusAnswer:
-        tool = self.tool(task)
+        tool = await self.tool(task)
         reply = await asyncio.to_thread(tool.status, _call(task))
         if reply is None:
             return StatusAnswer(False)

@@ -42,10 +42,19 @@ def pinned_table(text: str, pinned: str, file: str, overrides: Mapping[str, Valu
     if actual != pinned:
         raise VersionMismatch(f"{file}: the run pins table version {pinned[:16]}, but the text it carries is "
                               f"version {actual[:16]}; start the run again with its own table")
-    key = (pinned, repr(sorted(overrides.items())))
+    key = _version(pinned, overrides)
     if key not in _TABLES:
         _TABLES[key] = load_table_bytes(text.encode("utf-8"), file, dict(overrides))
     return _TABLES[key]
+
+
+def _version(pinned: str, overrides: Mapping[str, Value]) -> tuple[str, str]:
+    return pinned, repr(sorted(overrides.items()))
+
+
+def compiled(pinned: str, overrides: Mapping[str, Value]) -> Table | None:
+    """The table version ``pinned`` (with ``overrides``) if this process compiled it already."""
+    return _TABLES.get(_version(pinned, overrides))
 
 
 class SemanticsStepper:
@@ -113,9 +122,10 @@ class JournalRun:
         return None
 
     def task(self, call: EffectCall) -> EffectTask:
-        """The activity's input for one attempt; the attempt number is its fencing token."""
+        """The activity's input for one attempt; the attempt number is its fencing token. It names the
+        table by its content hash only (the worker finds the text in the run's start)."""
         start = self.start
-        return EffectTask(start.table_text, start.table_hash, start.file, dict(start.overrides), call.run_id,
+        return EffectTask("", start.table_hash, start.file, dict(start.overrides), call.run_id,
                           call.action, call.key, call.attempt, call.attempt, call.tool, call.args)
 
     def status_task(self, effect: Effect) -> EffectTask:

@@ -77,7 +77,9 @@ class DecisionMessage:
 @dataclass
 class EffectTask:
     """One attempt of an effect, as its activity receives it. ``token`` is the attempt's fencing
-    token: a status query fences the key at a higher one, so a stalled older attempt is refused."""
+    token: a status query fences the key at a higher one, so a stalled older attempt is refused.
+    ``table_text`` is empty: the table is named by ``table_hash`` and its text is the run's start's
+    (histories recorded before carry the text in every task, and are served as they are)."""
 
     table_text: str
     table_hash: str
