@@ -1,0 +1,198 @@
+"""Auditing the durable runtime's own protocol logs (``agentfsm.impl.durable.protocol_log``)
+against ``spec/systems/durable-run-fixed.yaml``: does some interleaving of the system's steps
+explain what the real processes did?
+
+The system is one effect, two workers and a store; a real run has many effects and as many
+processes as were started on it. So each effect of each run is audited on its own, on its
+**window**: from the granted claim under which its first ``started`` was written, through
+every claim on the run and every write of that effect, until its ``completed`` is acknowledged.
+In a window the processes are the system's workers in order of first appearance, a fencing
+token counts from the window's first claim (token 1), and a claim's journal value is what
+the effect's acknowledged writes before it made it (0 none, 1 started, 2 completed). Past
+what the system describes, a window ends early and the prefix before is audited (a prefix of
+a behaviour the system explains is explained too); such windows are counted as **cut**:
+
+- a third process on the run (the system has two workers);
+- the user's decision on the effect (a ``decided`` record: the system has none);
+- a retry's second ``started`` (an idempotent retry after ``unknown``: the system's worker
+  calls the tool again after a status query without journaling ``started`` again).
+
+Records the runtime does not log (the workers' own steps, the lease running out, the tool's
+execution and status answers) are searched for by the audit, within its bound. A log that is
+not one (a line that is not JSON, a record without its fields) is a verdict too, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentfsm.spec.audit_mapping import AuditMapping, load_mapping
+from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_log import LogError, read_logs, text
+from agentfsm.spec.system_model import System
+from agentfsm.verify.system.audit import audit_system
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM_FILE = ROOT / "spec" / "systems" / "durable-run-fixed.yaml"
+MAPPING_FILE = ROOT / "spec" / "systems" / "audit" / "durable-run-fixed-runtime.yaml"
+WORKERS = 2
+
+
+@dataclass
+class Window:
+    """One effect's records, as the runtime mapping reads them, and why it was cut (if it was)."""
+
+    run: str
+    key: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    cut: str = ""
+
+
+@dataclass
+class Verdict:
+    """What the audit of a protocol log found: windows explained, cut, and the unexplained ones."""
+
+    windows: int = 0
+    explained: int = 0
+    cut: int = 0
+    records: int = 0
+    unexplained: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexplained
+
+    def add(self, other: Verdict) -> None:
+        self.windows += other.windows
+        self.explained += other.explained
+        self.cut += other.cut
+        self.records += other.records
+        self.unexplained += other.unexplained
+
+
+def read_protocol(path: Path) -> list[dict[str, Any]]:
+    """The log's records; LogError (``FILE:LINE: error: ...``) on one that is not a record."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise LogError(f"{path}: error: cannot read the log: {exc.strerror}") from None
+    found = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise LogError(f"{path}:{number}: error: not a JSON record") from None
+        if not isinstance(record, dict) or not all(isinstance(record.get(k), str) for k in ("run", "op", "owner")):
+            raise LogError(f"{path}:{number}: error: a record needs its 'run', 'op' and 'owner'")
+        if record["op"] in ("claim", "write") and not isinstance(record.get("result"), str):
+            raise LogError(f"{path}:{number}: error: a {record['op']} record needs its 'result'")
+        if record["op"] == "write" and not (isinstance(record.get("key"), str)
+                                            and isinstance(record.get("token"), int)):
+            raise LogError(f"{path}:{number}: error: a write record needs its 'key' and 'token'")
+        found.append(record)
+    return found
+
+
+def windows(records: Sequence[Mapping[str, Any]]) -> list[Window]:
+    """Each effect's window, in the order the effects were first started."""
+    by_run: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        by_run.setdefault(record["run"], []).append(record)
+    found = []
+    for run, own in by_run.items():
+        keys = dict.fromkeys(r["key"] for r in own if r["op"] == "write" and r.get("what") == "started")
+        found += [_window(run, key, own) for key in keys]
+    return found
+
+
+def _window(run: str, key: str, records: Sequence[Mapping[str, Any]]) -> Window:
+    first = next(i for i, r in enumerate(records) if r["op"] == "write" and r["key"] == key)
+    token = records[first]["token"]
+    start = next((i for i in range(first, -1, -1) if records[i]["op"] == "claim"
+                  and records[i]["result"] == "granted" and records[i].get("token") == token), first)
+    base = records[start].get("token", token) if records[start]["op"] == "claim" else token
+    window = Window(run, key)
+    owners: list[str] = []
+    journal = 0
+    for record in records[start:]:
+        op = record["op"]
+        if op not in ("claim", "write") or (op == "write" and record["key"] != key):
+            continue
+        if record["owner"] not in owners:
+            if len(owners) == WORKERS:
+                window.cut = "a third process"
+                break
+            owners.append(record["owner"])
+        what = record.get("what")
+        if what == "decided":
+            window.cut = "the user's decision"
+            break
+        if what == "started" and record.get("attempt", 1) > 1:
+            window.cut = "a retry's second started"
+            break
+        shown = {"op": op, "owner": record["owner"], "result": record["result"]}
+        if "token" in record:
+            shown["token"] = max(0, int(record["token"]) - int(base) + 1)
+        if op == "claim":
+            window.records.append({**shown, "journal": journal} if record["result"] == "granted" else shown)
+            continue
+        if what in ("started", "completed"):
+            window.records.append({**shown, "what": what})
+            if record["result"] == "ack":
+                journal = 1 if what == "started" else 2
+        if journal == 2:
+            break
+    return window
+
+
+class Auditor:
+    """The system and its runtime mapping, loaded once for many logs."""
+
+    def __init__(self, system: System | None = None, mapping: AuditMapping | None = None) -> None:
+        self.system = system or load_system(str(SYSTEM_FILE))
+        self.mapping = mapping or load_mapping(self.system, MAPPING_FILE)
+
+    def audit_log(self, path: Path) -> Verdict:
+        """The verdict on one protocol log (a missing log: nothing to audit)."""
+        if not path.exists():
+            return Verdict()
+        try:
+            return self.audit_records(read_protocol(path))
+        except LogError as exc:
+            return Verdict(windows=1, unexplained=[str(exc)])
+
+    def audit_records(self, records: Sequence[Mapping[str, Any]]) -> Verdict:
+        verdict = Verdict()
+        with tempfile.TemporaryDirectory(prefix="agentfsm-protocol-") as folder:
+            for n, window in enumerate(windows(records)):
+                verdict.windows += 1
+                verdict.cut += bool(window.cut)
+                verdict.records += len(window.records)
+                if not window.records:
+                    continue
+                path = Path(folder) / f"{n}.jsonl"
+                path.write_text("".join(json.dumps(r) + "\n" for r in window.records))
+                try:
+                    steps = read_logs(self.system, self.mapping, [str(path)])
+                except LogError as exc:
+                    verdict.unexplained.append(f"run {window.run}, effect {window.key}: {exc}")
+                    continue
+                result = audit_system(self.system, self.mapping, steps)
+                if result.ok:
+                    verdict.explained += 1
+                    continue
+                first = result.unexplained[0]
+                why = f" ({first.problem})" if first.problem else ""
+                verdict.unexplained.append(f"run {window.run}, effect {window.key}: record {first.line} of its "
+                                           f"window, {text(self.system, first)}{why}, is explained by no "
+                                           f"interleaving of {self.system.name}: "
+                                           f"{json.dumps(window.records[first.line - 1])}")
+        return verdict
