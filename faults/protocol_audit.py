@@ -4,8 +4,9 @@ explain what the real processes did?
 
 The system is one effect, two workers and a store; a real run has many effects and as many
 processes as were started on it. So each effect of each run is audited on its own, on its
-**window**: from the granted claim under which its first ``started`` was written, through
-every claim on the run and every write of that effect, until its ``completed`` is acknowledged.
+**window**: from the granted claim under which its first ``started`` was written, every claim
+on the run until the effect's ``completed`` is acknowledged, and every write of that effect
+(a late one after the completion too: the system rejects it).
 In a window the processes are the system's workers in order of first appearance, a fencing
 token counts from the window's first claim (token 1), and a claim's journal value is what
 the effect's acknowledged writes before it made it (0 none, 1 started, 2 completed). Past
@@ -124,7 +125,7 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]]) -> Window:
     journal = 0
     for record in records[start:]:
         op = record["op"]
-        if op not in ("claim", "write") or (op == "write" and record["key"] != key):
+        if op not in ("claim", "write") or (op == "write" and record["key"] != key) or (op == "claim" and journal == 2):
             continue
         if record["owner"] not in owners:
             if len(owners) == WORKERS:
@@ -148,8 +149,6 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]]) -> Window:
             window.records.append({**shown, "what": what})
             if record["result"] == "ack":
                 journal = 1 if what == "started" else 2
-        if journal == 2:
-            break
     return window
 
 

@@ -1,0 +1,132 @@
+"""The durable runtime's protocol log, audited against durable-run-fixed.yaml: a real run's log is
+explained; a log whose records show a fencing or exclusivity mistake is not, at that record;
+logs damaged on purpose give a verdict, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentfsm.faults.protocol_audit import Auditor, windows
+from agentfsm.impl.durable.protocol_log import ENV, ProtocolLog
+from conftest import ROOT, run_cli
+
+AUDITOR = Auditor()
+KEY = "run/2/0"
+SCRIPT = """workdir: .
+allow: [run_command]
+inputs: []
+replies:
+  - - {tool_call: {name: run_command, arguments: {argv: [sh, -c, "echo t1 >> ledger"]}}}
+    - {tool_call: {name: run_command, arguments: {argv: [sh, -c, "echo t2 >> ledger"]}}}
+"""
+
+
+def claim(owner: str, token: int | None = None) -> dict[str, Any]:
+    if token is None:
+        return {"run": "run", "owner": owner, "op": "claim", "result": "refused"}
+    return {"run": "run", "owner": owner, "op": "claim", "result": "granted", "token": token}
+
+
+def write(owner: str, what: str, token: int, result: str = "ack", key: str = KEY) -> dict[str, Any]:
+    extra = {"attempt": 1} if what == "started" else {}
+    return {"run": "run", "owner": owner, "op": "write", "what": what, "key": key, "token": token,
+            "result": result, **extra}
+
+
+# A taken over: A started the effect and stalled past its lease, B claimed and completed it,
+# A's completion under its old token was rejected.
+TAKEN_OVER = [claim("A", 1), write("A", "started", 1), claim("B", 2), write("B", "completed", 2),
+              write("A", "completed", 1, "rejected")]
+
+
+def test_a_real_run_writes_its_protocol_log_and_the_system_explains_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV, raising=False)
+    (tmp_path / "s.yaml").write_text(SCRIPT)
+    code, out, err = run_cli(["run", str(ROOT / "spec/tool-call.yaml"), "--script", "s.yaml", "--store", "j.db"],
+                             capsys)
+    assert code == 0, out + err
+    log = tmp_path / "j.db.protocol.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["op"], r.get("what"), r.get("result")) for r in records] == [
+        ("claim", None, "granted"), ("write", "started", "ack"), ("write", "completed", "ack"),
+        ("write", "started", "ack"), ("write", "completed", "ack"), ("release", None, None)]
+    verdict = AUDITOR.audit_log(log)
+    assert (verdict.windows, verdict.explained, verdict.unexplained) == (2, 2, [])
+    code, _, err = run_cli(["run", str(ROOT / "spec/tool-call.yaml"), "--script", "s.yaml", "--store", "j.db",
+                            "--resume"], capsys)
+    assert code == 0, err
+    assert AUDITOR.audit_log(log).explained == 2   # the resumer's claim comes after both effects completed
+
+
+def test_a_takeover_with_a_fenced_out_completion_is_explained() -> None:
+    verdict = AUDITOR.audit_records(TAKEN_OVER)
+    assert (verdict.windows, verdict.explained, verdict.records) == (1, 1, 5), verdict.unexplained
+
+
+@pytest.mark.parametrize(("name", "records", "record"), [
+    ("an unfenced journal acks the fenced-out completion",
+     [*TAKEN_OVER[:4], write("A", "completed", 1, "ack")], 5),
+    ("a second resumer granted while the first owner journals on",
+     [claim("A", 1), write("A", "started", 1), claim("B", 2), write("A", "completed", 1)], 4),
+    ("a claim that keeps the previous owner's token",
+     [claim("A", 1), write("A", "started", 1), claim("B", 1)], 3),
+    ("a start under a token no claim granted",
+     [claim("A", 1), write("A", "started", 2)], 1),
+])
+def test_a_protocol_mistake_is_unexplained_at_its_record(name: str, records: list[dict[str, Any]],
+                                                          record: int) -> None:
+    verdict = AUDITOR.audit_records(records)
+    assert verdict.windows == 1 and len(verdict.unexplained) == 1, name
+    assert f"record {record} of its window" in verdict.unexplained[0], verdict.unexplained[0]
+
+
+def test_past_the_system_a_window_is_cut_and_its_prefix_audited() -> None:
+    third = [claim("A", 1), write("A", "started", 1), claim("B", 2), claim("C", 3), write("C", "completed", 3)]
+    decided = [claim("A", 1), write("A", "started", 1), claim("B", 2),
+               {**write("B", "decided", 2), "decision": "failed"}]
+    for records in (third, decided):
+        [window] = windows(records)
+        assert window.cut and len(window.records) == 3
+        verdict = AUDITOR.audit_records(records)
+        assert (verdict.cut, verdict.explained) == (1, 1), verdict.unexplained
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    ("dropped", "record 1 of its window"),
+    ("swapped", "record 3 of its window"),
+    ("foreign", "token=9 is past the system's bounds"),
+    ("torn", "not a JSON record"),
+    ("fieldless", "needs its 'run', 'op' and 'owner'"),
+])
+def test_a_damaged_log_gets_a_verdict(damage: str, says: str, tmp_path: Path) -> None:
+    lines = [json.dumps(r) for r in TAKEN_OVER]
+    if damage == "dropped":
+        del lines[0]   # the claim: A writes under a lease no claim granted
+    elif damage == "swapped":
+        lines[1], lines[2] = lines[2], lines[1]   # B's claim before A's start: A's token was stale then
+    elif damage == "foreign":
+        lines.insert(3, json.dumps(write("B", "started", 9)))   # another store's record
+    elif damage == "torn":
+        lines[2] = lines[2][:20]
+    else:
+        lines[2] = json.dumps({"op": "claim"})
+    log = tmp_path / "damaged.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    verdict = AUDITOR.audit_log(log)
+    assert not verdict.ok and says in verdict.unexplained[0], verdict.unexplained
+
+
+def test_a_log_that_cannot_be_written_never_fails_the_run(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    log = ProtocolLog(tmp_path / "file" / "protocol.jsonl", "me")
+    log.note("run", "claim", result="granted", token=1)
+    log.note("run", "release", token=1)
+    assert log.failed is not None and "protocol.jsonl" in log.failed
+    log.close()
+    assert os.listdir(tmp_path) == ["file"]
