@@ -158,6 +158,7 @@ class Auditor:
     def __init__(self, system: System | None = None, mapping: AuditMapping | None = None) -> None:
         self.system = system or load_system(str(SYSTEM_FILE))
         self.mapping = mapping or load_mapping(self.system, MAPPING_FILE)
+        self._seen: dict[str, str] = {}   # a window's records -> why unexplained ('' explained): most repeat
 
     def audit_log(self, path: Path) -> Verdict:
         """The verdict on one protocol log (a missing log: nothing to audit)."""
@@ -177,21 +178,28 @@ class Auditor:
                 verdict.records += len(window.records)
                 if not window.records:
                     continue
-                path = Path(folder) / f"{n}.jsonl"
-                path.write_text("".join(json.dumps(r) + "\n" for r in window.records))
-                try:
-                    steps = read_logs(self.system, self.mapping, [str(path)])
-                except LogError as exc:
-                    verdict.unexplained.append(f"run {window.run}, effect {window.key}: {exc}")
-                    continue
-                result = audit_system(self.system, self.mapping, steps)
-                if result.ok:
+                lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in window.records)
+                if lines not in self._seen:
+                    path = Path(folder) / f"{n}.jsonl"
+                    path.write_text(lines)
+                    self._seen[lines] = self._why(window, path)
+                why = self._seen[lines]
+                if why:
+                    verdict.unexplained.append(f"run {window.run}, effect {window.key}: {why}")
+                else:
                     verdict.explained += 1
-                    continue
-                first = result.unexplained[0]
-                why = f" ({first.problem})" if first.problem else ""
-                verdict.unexplained.append(f"run {window.run}, effect {window.key}: record {first.line} of its "
-                                           f"window, {text(self.system, first)}{why}, is explained by no "
-                                           f"interleaving of {self.system.name}: "
-                                           f"{json.dumps(window.records[first.line - 1])}")
         return verdict
+
+    def _why(self, window: Window, path: Path) -> str:
+        """Why no interleaving of the system explains the window ('' when one does)."""
+        try:
+            steps = read_logs(self.system, self.mapping, [str(path)])
+        except LogError as exc:
+            return str(exc)
+        result = audit_system(self.system, self.mapping, steps)
+        if result.ok:
+            return ""
+        first = result.unexplained[0]
+        problem = f" ({first.problem})" if first.problem else ""
+        return (f"record {first.line} of its window, {text(self.system, first)}{problem}, is explained by no "
+                f"interleaving of {self.system.name}: {json.dumps(window.records[first.line - 1])}")
