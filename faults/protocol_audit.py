@@ -14,7 +14,11 @@ what the system describes, a window ends early and the prefix before is audited 
 a behaviour the system explains is explained too); such windows are counted as **cut**:
 
 - a third process on the run (the system has two workers);
-- the user's decision on the effect (a ``decided`` record: the system has none);
+- the user's decision on the effect before its completion (a ``decided`` record: the system
+  has none); a ``rerun`` decision begins another window of the effect, from the decider's
+  write, as if it had claimed the run with the effect not started (the user allowed one
+  execution more), so a second application of the decision shows there as a ``started`` the
+  system rejects after the completion;
 - a retry's second ``started`` (an idempotent retry after ``unknown``: the system's worker
   calls the tool again after a status query without journaling ``started`` again).
 
@@ -103,28 +107,43 @@ def read_protocol(path: Path) -> list[dict[str, Any]]:
 
 
 def windows(records: Sequence[Mapping[str, Any]]) -> list[Window]:
-    """Each effect's window, in the order the effects were first started."""
+    """Each effect's windows, in the order the effects were first started (a ``rerun`` decision
+    begins another window of its effect)."""
     by_run: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_run.setdefault(record["run"], []).append(record)
     found = []
     for run, own in by_run.items():
         keys = dict.fromkeys(r["key"] for r in own if r["op"] == "write" and r.get("what") == "started")
-        found += [_window(run, key, own) for key in keys]
+        for key in keys:
+            found.append(_window(run, key, own, _first_claim(own, key)))
+            found += [_window(run, key, own, i) for i, r in enumerate(own) if _rerun(r, key)]
     return found
 
 
-def _window(run: str, key: str, records: Sequence[Mapping[str, Any]]) -> Window:
+def _rerun(record: Mapping[str, Any], key: str) -> bool:
+    return record["op"] == "write" and record["key"] == key and record.get("what") == "decided" \
+        and record.get("decision") == "rerun" and record["result"] == "ack"
+
+
+def _first_claim(records: Sequence[Mapping[str, Any]], key: str) -> int:
+    """The granted claim under which the effect's first write was made (the write itself when
+    the log holds no such claim: the audit then says so)."""
     first = next(i for i, r in enumerate(records) if r["op"] == "write" and r["key"] == key)
     token = records[first]["token"]
-    start = next((i for i in range(first, -1, -1) if records[i]["op"] == "claim"
-                  and records[i]["result"] == "granted" and records[i].get("token") == token), first)
-    base = records[start].get("token", token) if records[start]["op"] == "claim" else token
+    return next((i for i in range(first, -1, -1) if records[i]["op"] == "claim"
+                 and records[i]["result"] == "granted" and records[i].get("token") == token), first)
+
+
+def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int) -> Window:
+    """The window from ``start``: a granted claim, or a ``rerun`` decision (its decider then
+    stands as a process that claimed the run with the effect not started), or the first write."""
     window = Window(run, key)
+    base = int(records[start].get("token", 0))
     owners: list[str] = []
-    journal = 0
-    for record in records[start:]:
-        op = record["op"]
+    journal = started = 0
+    for n, record in enumerate(records[start:]):
+        op, what = record["op"], record.get("what")
         if op not in ("claim", "write") or (op == "write" and record["key"] != key) or (op == "claim" and journal == 2):
             continue
         if record["owner"] not in owners:
@@ -132,23 +151,25 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]]) -> Window:
                 window.cut = "a third process"
                 break
             owners.append(record["owner"])
-        what = record.get("what")
-        if what == "decided":
-            window.cut = "the user's decision"
-            break
-        if what == "started" and record.get("attempt", 1) > 1:
-            window.cut = "a retry's second started"
-            break
         shown = {"op": op, "owner": record["owner"], "result": record["result"]}
         if "token" in record:
-            shown["token"] = max(0, int(record["token"]) - int(base) + 1)
+            shown["token"] = max(0, int(record["token"]) - base + 1)
+        if n == 0 and what == "decided":   # a rerun: the effect is to be performed again
+            window.records.append({**shown, "op": "claim", "result": "granted", "journal": 0})
+            continue
+        if what == "decided" and journal < 2:
+            window.cut = "the user's decision"
+            break
+        if what == "started" and started and int(record.get("attempt", 1)) > 1 and journal < 2:
+            window.cut = "a retry's second started"
+            break
         if op == "claim":
             window.records.append({**shown, "journal": journal} if record["result"] == "granted" else shown)
-            continue
-        if what in ("started", "completed"):
+        elif what in ("started", "completed"):   # after the completion, one the system rejects
             window.records.append({**shown, "what": what})
             if record["result"] == "ack":
                 journal = 1 if what == "started" else 2
+                started += what == "started"
     return window
 
 

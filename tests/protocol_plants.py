@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import pytest
 from agentfsm.impl.durable.ledger import MemoryLedger
+from agentfsm.impl.durable.run import DurableRun
+from agentfsm.impl.stores.journal import DECIDED, JSON, Entry
 from agentfsm.impl.stores.leases import Lease, LeaseLost
 from agentfsm.impl.stores.sqlite import SqliteStore
 
@@ -73,3 +75,16 @@ PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "claim-keeps-token": claim_keeps_token,
     "expiry-ignores-heartbeat": expiry_ignores_heartbeat,
 }
+
+
+def decision_applied_twice(mp: pytest.MonkeyPatch) -> None:
+    """A decision is applied whatever the effect's status: a second ``--decide KEY=rerun`` (two
+    resumers given the same answer) performs an effect the first one's rerun already completed."""
+    def decision_entry(self: DurableRun, id: str, decision: str, result: JSON = None) -> Entry:
+        return Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())
+    mp.setattr(DurableRun, "decision_entry", decision_entry)
+
+
+# A plant the walks of the store and the tool cannot show (they drive no decision): the audit of
+# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py).
+RUNTIME_PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {"decision-applied-twice": decision_applied_twice}

@@ -4,15 +4,23 @@ logs damaged on purpose give a verdict, never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.faults.chaos import COUNTER_TABLE
 from agentfsm.faults.protocol_audit import Auditor, windows
-from agentfsm.impl.durable.protocol_log import ENV, ProtocolLog
+from agentfsm.impl.durable.protocol_log import ENV, LoggedStore, ProtocolLog
+from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply
+from agentfsm.impl.stores.journal import JSON
+from agentfsm.impl.stores.sqlite import SqliteStore
+from agentfsm.spec import load_table
 from conftest import ROOT, run_cli
+from protocol_plants import RUNTIME_PLANTS
 
 AUDITOR = Auditor()
 KEY = "run/2/0"
@@ -130,3 +138,75 @@ def test_a_log_that_cannot_be_written_never_fails_the_run(tmp_path: Path) -> Non
     assert log.failed is not None and "protocol.jsonl" in log.failed
     log.close()
     assert os.listdir(tmp_path) == ["file"]
+
+
+class Crash(BaseException):
+    """The process dies inside the tool."""
+
+
+class Note:
+    """The counter's tool: a ledger of executions, no status query; ``crash`` dies mid-call."""
+
+    def __init__(self, ran: list[str], crash: bool = False) -> None:
+        self.ran = ran
+        self.crash = crash
+
+    def run(self, call: EffectCall) -> JSON:
+        self.ran.append(call.key)
+        if self.crash:
+            raise Crash
+        return None
+
+    def status(self, call: EffectCall) -> StatusReply | None:
+        return None
+
+
+def process(store: SqliteStore, name: str, act: Callable[[LoggedStore], None]) -> None:
+    """One process on the run: claim, act through the logging fenced store, release."""
+    log = ProtocolLog(store.path.with_name("j.db.protocol.jsonl"), name)
+    lease = store.acquire("run", name, 30.0)
+    log.claimed(lease)
+    with contextlib.suppress(Crash, DecisionError):
+        act(LoggedStore(store, lease, log))
+    store.release(lease)
+    log.released(lease)
+    log.close()
+
+
+def decided_twice(tmp_path: Path) -> tuple[list[str], Path]:
+    """A dies in the tool; B resumes, the effect is a decision, B decides rerun; C is given the
+    same decision: the real DurableRun code throughout, each process's protocol log written."""
+    table = tmp_path / "counter.yaml"
+    table.write_text(COUNTER_TABLE)
+    counter = load_table(table)
+    store = SqliteStore(tmp_path / "j.db")
+    ran: list[str] = []
+
+    def first(fenced: LoggedStore) -> None:
+        DurableRun.create(fenced, counter, "run", {"Note": Note(ran, crash=True)}).deliver("Tick")
+
+    def decide(fenced: LoggedStore) -> None:
+        run = DurableRun.open(fenced, counter, "run", {"Note": Note(ran)})
+        run.decide(ran[0], "rerun")
+
+    process(store, "A", first)
+    process(store, "B", decide)
+    process(store, "C", decide)
+    store.close()
+    return ran, tmp_path / "j.db.protocol.jsonl"
+
+
+def test_a_rerun_decision_begins_a_window_the_system_explains(tmp_path: Path) -> None:
+    ran, log = decided_twice(tmp_path)
+    assert len(ran) == 2   # the crashed call and the one rerun the user allowed
+    verdict = AUDITOR.audit_log(log)
+    assert (verdict.windows, verdict.explained, verdict.cut) == (2, 2, 1), verdict.unexplained
+
+
+def test_a_decision_applied_twice_is_caught_from_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    RUNTIME_PLANTS["decision-applied-twice"](monkeypatch)
+    ran, log = decided_twice(tmp_path)
+    assert len(ran) == 3
+    verdict = AUDITOR.audit_log(log)
+    assert len(verdict.unexplained) == 1, verdict
+    assert "store takes WriteStarted(who=1, token=2), sending Ack" in verdict.unexplained[0], verdict.unexplained
