@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.ledger import Fenced, Ledger
 from agentfsm.impl.stores.journal import COMPLETED, CREATED, JSON, STARTED, Entry
-from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore, RunHeld
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.spec.expr import Value
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, label_text, param_names
@@ -71,10 +71,14 @@ class RealProtocol:
             self.store._execute(f"UPDATE owners SET expires_at = {set_to} WHERE run_id = ?",  # type: ignore[attr-defined]
                                 (self.run_id,))
 
-    def tick(self, live: list[tuple[int, int]]) -> None:
-        """A third of a lease passes: the live owners' heartbeats renew first (``live``: each
-        worker's number and token), as ``Heartbeat`` does every third of the lease."""
+    def tick(self, live: list[tuple[int, int]], running: frozenset[int] = frozenset()) -> None:
+        """A third of a lease passes: the live owners renew first (``live``: each worker's number
+        and token): one whose tool runs (``running``) by one beat of the real ``Heartbeat`` that
+        guards a tool call, the others as a worker renews between its steps."""
         for who, token in live:
+            if who in running:
+                Heartbeat(self._lease(who, token), self.store.renew).beat()
+                continue
             with contextlib.suppress(LeaseLost):
                 self.store.renew(self._lease(who, token))
         third = self.seconds / 3
@@ -195,7 +199,7 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         elif i == store and _lease_ended(system, config, after):
             real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
         elif live is not None and rng.random() < _TICKS:
-            real.tick(live)
+            real.tick(live, _running(system, after))
         config = after
     return None
 
@@ -257,6 +261,13 @@ _CALLS: dict[str, Callable[[RealProtocol, tuple[Value, ...]], Answer | None]] = 
     "Run": lambda real, params: real.run(int(params[1])),
     "Status": lambda real, params: real.status(int(params[1])),
 }
+
+
+def _running(system: System, config: Config) -> frozenset[int]:
+    """The workers whose tool call runs (the model's ``Running``): the heartbeat renews for them."""
+    members = system.groups["worker"].members
+    return frozenset(k for k, m in enumerate(members)
+                     if system.instances[m].table.states[config[0][m][0]].name == "Running")
 
 
 def _var(system: System, config: Config, instance: int, name: str) -> Value:

@@ -10,7 +10,7 @@ import pytest
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.durable.run import DurableRun
 from agentfsm.impl.stores.journal import DECIDED, JSON, Entry
-from agentfsm.impl.stores.leases import Lease, LeaseLost
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost
 from agentfsm.impl.stores.sqlite import SqliteStore
 
 
@@ -67,6 +67,11 @@ def expiry_ignores_heartbeat(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(SqliteStore, "renew", renew)
 
 
+def tool_unguarded(mp: pytest.MonkeyPatch) -> None:
+    """The lease is not renewed while a tool runs: the heartbeat that guards a call never beats."""
+    mp.setattr(Heartbeat, "beat", lambda self: True)
+
+
 PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "journal-unfenced": journal_unfenced,
     "tool-unfenced": tool_unfenced,
@@ -74,6 +79,7 @@ PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "claim-ignores-owner": claim_ignores_owner,
     "claim-keeps-token": claim_keeps_token,
     "expiry-ignores-heartbeat": expiry_ignores_heartbeat,
+    "lease-not-renewed-while-a-tool-runs": tool_unguarded,
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentfsm.faults.chaos import COUNTER_TABLE
+from agentfsm.faults.chaos import COUNTER_TABLE, pg_protocol_log
 from agentfsm.faults.protocol_audit import Auditor, windows
 from agentfsm.impl.durable.protocol_log import ENV, LoggedStore, ProtocolLog
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply
@@ -20,6 +20,7 @@ from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from conftest import ROOT, run_cli
+from pg_support import fresh_schema
 from protocol_plants import RUNTIME_PLANTS
 
 AUDITOR = Auditor()
@@ -70,6 +71,22 @@ def test_a_real_run_writes_its_protocol_log_and_the_system_explains_it(
                             "--resume"], capsys)
     assert code == 0, err
     assert AUDITOR.audit_log(log).explained == 2   # the resumer's claim comes after both effects completed
+
+
+def test_a_postgresql_run_writes_its_log_in_the_state_folder(
+        pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "s.yaml").write_text(SCRIPT)
+    with fresh_schema(pg_url) as schema:
+        code, out, err = run_cli(["run", str(ROOT / "spec/tool-call.yaml"), "--script", "s.yaml", "--store",
+                                  f"{pg_url}?schema={schema}"], capsys)
+        assert code == 0, out + err
+        [log] = (tmp_path / "state" / "agentfsm").glob(f"protocol-{schema}-*.protocol.jsonl")
+        assert log == pg_protocol_log(pg_url, schema)
+    verdict = AUDITOR.audit_log(log)
+    assert (verdict.windows, verdict.explained) == (2, 2), verdict.unexplained
 
 
 def test_a_takeover_with_a_fenced_out_completion_is_explained() -> None:

@@ -30,7 +30,8 @@ PLANT_WALKS = 200
 # Where each plant shows first: the real step whose answer is not the model's.
 CAUGHT_AT = {"journal-unfenced": "store takes Write", "tool-unfenced": "tool takes Run",
              "status-unfenced": "tool takes Run", "claim-ignores-owner": "store takes Claim",
-             "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim"}
+             "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim",
+             "lease-not-renewed-while-a-tool-runs": "store takes Claim"}
 
 
 def walks(store: OwnedStore, seeds: range, walked: Walked | None = None,
