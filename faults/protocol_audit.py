@@ -4,7 +4,8 @@ explain what the real processes did?
 
 The system is one effect, two workers and a store; a real run has many effects and as many
 processes as were started on it. So each effect of each run is audited on its own, on its
-**window**: from the granted claim under which its first ``started`` was written, every claim
+**window**: from the granted claim under which its first ``started`` was written (or an older
+one whose owner writes the effect later), every claim
 on the run until the effect's ``completed`` is acknowledged, and every write of that effect
 (a late one after the completion too: the system rejects it).
 In a window the processes are the system's workers in order of first appearance, a fencing
@@ -127,12 +128,13 @@ def _rerun(record: Mapping[str, Any], key: str) -> bool:
 
 
 def _first_claim(records: Sequence[Mapping[str, Any]], key: str) -> int:
-    """The granted claim under which the effect's first write was made (the write itself when
-    the log holds no such claim: the audit then says so)."""
+    """The earliest granted claim under which a write of the effect was made: its first write's,
+    or an older one still writing it (a stalled owner); the first write itself when the log
+    holds no such claim (the audit then says so)."""
     first = next(i for i, r in enumerate(records) if r["op"] == "write" and r["key"] == key)
-    token = records[first]["token"]
-    return next((i for i in range(first, -1, -1) if records[i]["op"] == "claim"
-                 and records[i]["result"] == "granted" and records[i].get("token") == token), first)
+    tokens = {r["token"] for r in records if r["op"] == "write" and r["key"] == key}
+    return next((i for i in range(first + 1) if records[i]["op"] == "claim"
+                 and records[i]["result"] == "granted" and records[i].get("token") in tokens), first)
 
 
 def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int) -> Window:

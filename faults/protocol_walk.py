@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.ledger import Fenced, Ledger
+from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog
 from agentfsm.impl.stores.journal import COMPLETED, CREATED, JSON, STARTED, Entry
 from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.spec.expr import Value
@@ -45,11 +46,15 @@ Answer = tuple[str, tuple[Value, ...]]   # the message the step sends back: (eve
 class RealProtocol:
     """One run on a real store and a real ledger, as the model's store and tool instances."""
 
-    def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0) -> None:
+    def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0,
+                 log: ProtocolLog | None = None) -> None:
+        """``log``: the runtime's protocol log, written by the real code as a process writes it
+        (claims, fenced writes through ``LoggedStore``, releases)."""
         self.store = store
         self.ledger = ledger
         self.run_id = run_id
         self.seconds = lease_seconds
+        self.log = log or ProtocolLog(None, "")
         store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
 
     def _lease(self, who: int, token: int) -> Lease:
@@ -63,7 +68,9 @@ class RealProtocol:
         try:
             lease = self.store.acquire(self.run_id, f"worker-{who}", self.seconds)
         except RunHeld:
+            self.log.note(self.run_id, "claim", result="refused", owner=f"worker-{who}")
             return "Refused", ()
+        self.log.claimed(lease)
         return "Granted", (lease.token, self.journal())
 
     def _shift(self, set_to: str) -> None:
@@ -93,13 +100,14 @@ class RealProtocol:
     def release(self, who: int, token: int) -> None:
         """The owner that completed the effect gives the run back, as ``Ownership.close`` does."""
         self.store.release(self._lease(who, token))
+        self.log.note(self.run_id, "release", token=token, owner=f"worker-{who}")
 
     def write(self, kind: str, who: int, token: int) -> Answer:
         body = {"key": KEY, "attempt": 1, "retry": False} if kind == STARTED else \
             {"key": KEY, "outcome": "completed", "result": None, "via": "run"}
         try:
-            self.store.append(self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())],
-                              fence=self._lease(who, token))
+            LoggedStore(self.store, self._lease(who, token), self.log).append(
+                self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())])
         except LeaseLost:
             return "Rejected", ()
         return "Ack", ()

@@ -59,6 +59,7 @@ class ProtocolLog:
         self._fd: int | None = None
 
     def note(self, run_id: str, op: str, **fields: JSON) -> None:
+        """One record (``owner`` among ``fields``: a record for another owner of this log's writer)."""
         if self.path is None or self.failed is not None:
             return
         line = json.dumps({"at": round(time.time(), 6), "owner": self.owner, "run": run_id, "op": op, **fields},
@@ -72,13 +73,13 @@ class ProtocolLog:
             self.failed = f"{self.path}: {exc.strerror}"
 
     def claimed(self, lease: Lease) -> None:
-        self.note(lease.run_id, "claim", result="granted", token=lease.token)
+        self.note(lease.run_id, "claim", result="granted", token=lease.token, owner=lease.owner)
 
     def refused(self, run_id: str) -> None:
         self.note(run_id, "claim", result="refused")
 
     def released(self, lease: Lease) -> None:
-        self.note(lease.run_id, "release", token=lease.token)
+        self.note(lease.run_id, "release", token=lease.token, owner=lease.owner)
 
     def wrote(self, lease: Lease, entries: Sequence[Entry], result: str) -> None:
         """Each effect record among ``entries`` written under ``lease``: ``ack`` or ``rejected``."""
@@ -88,7 +89,7 @@ class ProtocolLog:
                 if entry.kind == DECIDED:
                     extra = {"decision": entry.body.get("decision")}
                 self.note(lease.run_id, "write", what=entry.kind, key=entry.body["key"], token=lease.token,
-                          result=result, **extra)
+                          result=result, owner=lease.owner, **extra)
 
     def close(self) -> None:
         if self._fd is not None:
