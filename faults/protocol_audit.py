@@ -43,6 +43,7 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_log import LogError, read_logs, text
 from agentfsm.spec.system_model import System
 from agentfsm.verify.system.audit import audit_system
+from agentfsm.verify.table.explore import ExplorationLimit
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_FILE = ROOT / "spec" / "systems" / "durable-run-fixed.yaml"
@@ -100,9 +101,11 @@ def read_protocol(path: Path) -> list[dict[str, Any]]:
             raise LogError(f"{path}:{number}: error: a record needs its 'run', 'op' and 'owner'")
         if record["op"] in ("claim", "write") and not isinstance(record.get("result"), str):
             raise LogError(f"{path}:{number}: error: a {record['op']} record needs its 'result'")
-        if record["op"] == "write" and not (isinstance(record.get("key"), str)
-                                            and isinstance(record.get("token"), int)):
+        if record["op"] == "write" and not (isinstance(record.get("key"), str) and "token" in record):
             raise LogError(f"{path}:{number}: error: a write record needs its 'key' and 'token'")
+        if any(k in record and (isinstance(record[k], bool) or not isinstance(record[k], int))
+               for k in ("token", "attempt")):
+            raise LogError(f"{path}:{number}: error: a record's 'token' and 'attempt' are integers")
         found.append(record)
     return found
 
@@ -219,7 +222,10 @@ class Auditor:
             steps = read_logs(self.system, self.mapping, [str(path)])
         except LogError as exc:
             return str(exc)
-        result = audit_system(self.system, self.mapping, steps)
+        try:
+            result = audit_system(self.system, self.mapping, steps)
+        except ExplorationLimit as exc:
+            return f"the audit's search went past its bound: {exc}"
         if result.ok:
             return ""
         first = result.unexplained[0]

@@ -20,6 +20,8 @@ from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from conftest import ROOT, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pg_support import fresh_schema
 from protocol_plants import RUNTIME_PLANTS
 
@@ -128,6 +130,7 @@ def test_past_the_system_a_window_is_cut_and_its_prefix_audited() -> None:
     ("foreign", "token=9 is past the system's bounds"),
     ("torn", "not a JSON record"),
     ("fieldless", "needs its 'run', 'op' and 'owner'"),
+    ("wordy", "'token' and 'attempt' are integers"),
 ])
 def test_a_damaged_log_gets_a_verdict(damage: str, says: str, tmp_path: Path) -> None:
     lines = [json.dumps(r) for r in TAKEN_OVER]
@@ -139,8 +142,10 @@ def test_a_damaged_log_gets_a_verdict(damage: str, says: str, tmp_path: Path) ->
         lines.insert(3, json.dumps(write("B", "started", 9)))   # another store's record
     elif damage == "torn":
         lines[2] = lines[2][:20]
-    else:
+    elif damage == "fieldless":
         lines[2] = json.dumps({"op": "claim"})
+    else:
+        lines[2] = json.dumps({**claim("B", 2), "token": "two"})
     log = tmp_path / "damaged.jsonl"
     log.write_text("\n".join(lines) + "\n")
     verdict = AUDITOR.audit_log(log)
@@ -227,3 +232,20 @@ def test_a_decision_applied_twice_is_caught_from_the_log(tmp_path: Path, monkeyp
     verdict = AUDITOR.audit_log(log)
     assert len(verdict.unexplained) == 1, verdict
     assert "store takes WriteStarted(who=1, token=2), sending Ack" in verdict.unexplained[0], verdict.unexplained
+
+
+RECORDS = st.lists(st.one_of(
+    st.builds(claim, st.sampled_from("ABC"), st.one_of(st.none(), st.integers(0, 4))),
+    st.builds(write, st.sampled_from("ABC"), st.sampled_from(["started", "completed", "unknown"]),
+              st.integers(0, 4), st.sampled_from(["ack", "rejected"]), st.sampled_from([KEY, "run/3/0"]))),
+    max_size=6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(RECORDS)
+def test_any_log_gets_a_verdict(records: list[dict[str, Any]]) -> None:
+    """Whatever the records (in any order, from any owner), a verdict: every window explained or not."""
+    verdict = AUDITOR.audit_records(records)
+    found = windows(records)
+    assert verdict.windows == len(found)
+    assert verdict.explained + len(verdict.unexplained) == sum(bool(w.records) for w in found)
