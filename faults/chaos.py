@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.faults.chaos_agents import AGENTS, ChaosAgent, ledger_line
+from agentfsm.faults.protocol_audit import Auditor
+from agentfsm.impl.durable.protocol_log import protocol_path
 from agentfsm.impl.stores.wal import FRAME_HEADER, committed_end
 
 if TYPE_CHECKING:
@@ -79,6 +81,24 @@ PAD = 3 * 4096  # full-disk: characters more in each call, so the writes journal
 FRAME_SIZE = FRAME_HEADER + 4096  # a write-ahead log frame of the stores' page size
 
 
+_AUDITOR: list[Auditor] = []
+
+
+def auditor() -> Auditor:
+    """The system and its runtime mapping, loaded once a campaign."""
+    if not _AUDITOR:
+        _AUDITOR.append(Auditor())
+    return _AUDITOR[0]
+
+
+def pg_protocol_log(url: str, schema: str) -> Path | None:
+    """Where the processes on a PostgreSQL schema write their protocol log (as the store says)."""
+    from types import SimpleNamespace
+
+    from agentfsm.impl.stores.urls import postgres_args
+    return protocol_path(SimpleNamespace(url=postgres_args(url)[0], schema=schema))
+
+
 def agent_script(tools: int, sleep: float = 0.2) -> str:
     """The Loom agent's chaos script (``ChaosAgent.script``)."""
     return AGENTS[0].script(tools, sleep)
@@ -99,11 +119,25 @@ class Row:
     unclean: int = 0
     damaged: int = 0
     repaired: int = 0
+    audited: int = 0       # effects whose protocol log was audited against durable-run-fixed.yaml
+    unexplained: int = 0   # ... that no interleaving of the system explains
+    cut: int = 0           # ... whose window went past what the system describes (a prefix audited)
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.duplicated or self.lost or self.stuck or self.unclean)
+        return not (self.duplicated or self.lost or self.stuck or self.unclean or self.unexplained)
+
+    def audit(self, log: Path | None, folder: str) -> None:
+        """Audit a trial's protocol log (``agentfsm.faults.protocol_audit``): an effect the
+        system does not explain fails the campaign."""
+        if log is None:
+            return
+        verdict = auditor().audit_log(log)
+        self.audited += verdict.windows
+        self.cut += verdict.cut
+        self.unexplained += len(verdict.unexplained)
+        self.notes += [f"{folder}: {why}" for why in verdict.unexplained]
 
 
 @dataclass
@@ -313,6 +347,7 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agen
             if not (folder / "j.db").exists():  # killed before the store existed: nothing to flip
                 trial.finish()
                 trial.judge()
+                row.audit(folder / "j.db.protocol.jsonl", folder.name)
                 return
             before = trial.records()
             flip(folder, rng)
@@ -323,6 +358,7 @@ def sqlite_trial(scenario: str, folder: Path, row: Row, rng: random.Random, agen
         row.faults += 1
     trial.finish(answer)
     trial.judge()
+    row.audit(folder / "j.db.protocol.jsonl", folder.name)
 
 
 def count_writes(folder: Path, row: Row, agent: ChaosAgent) -> list[int]:
@@ -358,6 +394,7 @@ def full_disk(folder: Path, row: Row, rng: random.Random, agent: ChaosAgent, wri
         row.faults += 1
     trial.finish()
     trial.judge()
+    row.audit(folder / "j.db.protocol.jsonl", folder.name)
 
 
 def still_full(trial: Trial, rng: random.Random) -> None:
@@ -480,8 +517,16 @@ def pg_trial(folder: Path, row: Row, rng: random.Random, url: str, agent: ChaosA
         row.faults += 1
         trial.finish("rerun")
         trial.judge()
+        row.audit(pg_protocol_log(url, schema), folder.name)
     finally:
         drop_schema(url, schema)
+        forget(pg_protocol_log(url, schema))
+
+
+def forget(log: Path | None) -> None:
+    """Remove a dropped schema's protocol log (it lives outside the trial's folder)."""
+    if log is not None:
+        log.unlink(missing_ok=True)
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -595,6 +640,8 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
         with store._conn.transaction():
             store._conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         store.close()
+    row.audit(pg_protocol_log(url, schema), folder.name)
+    forget(pg_protocol_log(url, schema))
 
 
 def connect(url: str, schema: str) -> PostgresStore:
@@ -664,6 +711,8 @@ def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None =
 
 def table_text(rows: Sequence[Row]) -> str:
     head = ("| scenario | agent | trials | runs | faults | duplicated effects | lost steps | stuck runs | "
-            "unclean errors | damage reported | repaired |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "unclean errors | damage reported | repaired | effects audited | unexplained | cut |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     return head + "".join(f"| {r.scenario} | {r.agent} | {r.trials} | {r.runs} | {r.faults} | {r.duplicated} | "
-                          f"{r.lost} | {r.stuck} | {r.unclean} | {r.damaged} | {r.repaired} |\n" for r in rows)
+                          f"{r.lost} | {r.stuck} | {r.unclean} | {r.damaged} | {r.repaired} | {r.audited} | "
+                          f"{r.unexplained} | {r.cut} |\n" for r in rows)

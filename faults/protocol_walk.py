@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.ledger import Fenced, Ledger
+from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog
 from agentfsm.impl.stores.journal import COMPLETED, CREATED, JSON, STARTED, Entry
-from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore, RunHeld
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.spec.expr import Value
 from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import Label, label_text, param_names
@@ -45,11 +46,15 @@ Answer = tuple[str, tuple[Value, ...]]   # the message the step sends back: (eve
 class RealProtocol:
     """One run on a real store and a real ledger, as the model's store and tool instances."""
 
-    def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0) -> None:
+    def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0,
+                 log: ProtocolLog | None = None) -> None:
+        """``log``: the runtime's protocol log, written by the real code as a process writes it
+        (claims, fenced writes through ``LoggedStore``, releases)."""
         self.store = store
         self.ledger = ledger
         self.run_id = run_id
         self.seconds = lease_seconds
+        self.log = log or ProtocolLog(None, "")
         store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
 
     def _lease(self, who: int, token: int) -> Lease:
@@ -63,7 +68,9 @@ class RealProtocol:
         try:
             lease = self.store.acquire(self.run_id, f"worker-{who}", self.seconds)
         except RunHeld:
+            self.log.note(self.run_id, "claim", result="refused", owner=f"worker-{who}")
             return "Refused", ()
+        self.log.claimed(lease)
         return "Granted", (lease.token, self.journal())
 
     def _shift(self, set_to: str) -> None:
@@ -71,10 +78,14 @@ class RealProtocol:
             self.store._execute(f"UPDATE owners SET expires_at = {set_to} WHERE run_id = ?",  # type: ignore[attr-defined]
                                 (self.run_id,))
 
-    def tick(self, live: list[tuple[int, int]]) -> None:
-        """A third of a lease passes: the live owners' heartbeats renew first (``live``: each
-        worker's number and token), as ``Heartbeat`` does every third of the lease."""
+    def tick(self, live: list[tuple[int, int]], running: frozenset[int] = frozenset()) -> None:
+        """A third of a lease passes: the live owners renew first (``live``: each worker's number
+        and token): one whose tool runs (``running``) by one beat of the real ``Heartbeat`` that
+        guards a tool call, the others as a worker renews between its steps."""
         for who, token in live:
+            if who in running:
+                Heartbeat(self._lease(who, token), self.store.renew).beat()
+                continue
             with contextlib.suppress(LeaseLost):
                 self.store.renew(self._lease(who, token))
         third = self.seconds / 3
@@ -89,13 +100,14 @@ class RealProtocol:
     def release(self, who: int, token: int) -> None:
         """The owner that completed the effect gives the run back, as ``Ownership.close`` does."""
         self.store.release(self._lease(who, token))
+        self.log.note(self.run_id, "release", token=token, owner=f"worker-{who}")
 
     def write(self, kind: str, who: int, token: int) -> Answer:
         body = {"key": KEY, "attempt": 1, "retry": False} if kind == STARTED else \
             {"key": KEY, "outcome": "completed", "result": None, "via": "run"}
         try:
-            self.store.append(self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())],
-                              fence=self._lease(who, token))
+            LoggedStore(self.store, self._lease(who, token), self.log).append(
+                self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())])
         except LeaseLost:
             return "Rejected", ()
         return "Ack", ()
@@ -195,7 +207,7 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
         elif i == store and _lease_ended(system, config, after):
             real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
         elif live is not None and rng.random() < _TICKS:
-            real.tick(live)
+            real.tick(live, _running(system, after))
         config = after
     return None
 
@@ -257,6 +269,13 @@ _CALLS: dict[str, Callable[[RealProtocol, tuple[Value, ...]], Answer | None]] = 
     "Run": lambda real, params: real.run(int(params[1])),
     "Status": lambda real, params: real.status(int(params[1])),
 }
+
+
+def _running(system: System, config: Config) -> frozenset[int]:
+    """The workers whose tool call runs (the model's ``Running``): the heartbeat renews for them."""
+    members = system.groups["worker"].members
+    return frozenset(k for k, m in enumerate(members)
+                     if system.instances[m].table.states[config[0][m][0]].name == "Running")
 
 
 def _var(system: System, config: Config, instance: int, name: str) -> Value:

@@ -92,3 +92,14 @@ def temporal_address() -> Iterator[str]:
     from temporal_support import SERVER
     with for_the_session(SERVER) as address:
         yield address
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The state folder of the session's processes (where a PostgreSQL run writes its protocol
+    log): a temporary one, not the user's home."""
+    folder = tmp_path_factory.mktemp("state")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_STATE_HOME", str(folder))
+    yield folder
+    patch.undo()

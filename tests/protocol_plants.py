@@ -8,7 +8,9 @@ from collections.abc import Callable
 
 import pytest
 from agentfsm.impl.durable.ledger import MemoryLedger
-from agentfsm.impl.stores.leases import Lease, LeaseLost
+from agentfsm.impl.durable.run import DurableRun
+from agentfsm.impl.stores.journal import DECIDED, JSON, Entry
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost
 from agentfsm.impl.stores.sqlite import SqliteStore
 
 
@@ -65,6 +67,11 @@ def expiry_ignores_heartbeat(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(SqliteStore, "renew", renew)
 
 
+def tool_unguarded(mp: pytest.MonkeyPatch) -> None:
+    """The lease is not renewed while a tool runs: the heartbeat that guards a call never beats."""
+    mp.setattr(Heartbeat, "beat", lambda self: True)
+
+
 PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "journal-unfenced": journal_unfenced,
     "tool-unfenced": tool_unfenced,
@@ -72,4 +79,18 @@ PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "claim-ignores-owner": claim_ignores_owner,
     "claim-keeps-token": claim_keeps_token,
     "expiry-ignores-heartbeat": expiry_ignores_heartbeat,
+    "lease-not-renewed-while-a-tool-runs": tool_unguarded,
 }
+
+
+def decision_applied_twice(mp: pytest.MonkeyPatch) -> None:
+    """A decision is applied whatever the effect's status: a second ``--decide KEY=rerun`` (two
+    resumers given the same answer) performs an effect the first one's rerun already completed."""
+    def decision_entry(self: DurableRun, id: str, decision: str, result: JSON = None) -> Entry:
+        return Entry(DECIDED, {"key": id, "decision": decision, "result": result}, self.options.clock())
+    mp.setattr(DurableRun, "decision_entry", decision_entry)
+
+
+# A plant the walks of the store and the tool cannot show (they drive no decision): the audit of
+# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py).
+RUNTIME_PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {"decision-applied-twice": decision_applied_twice}

@@ -20,6 +20,7 @@ from agentfsm.cli.util import deprecated, json_envelope, load_tables
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
+from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog, protocol_path
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
 from agentfsm.impl.durable.state import ReplayError
 from agentfsm.impl.llm.client import LlmClient
@@ -41,7 +42,7 @@ from agentfsm.impl.stores.journal import (
     StoreFailed,
     UnknownRun,
 )
-from agentfsm.impl.stores.leases import FencedStore, Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.impl.stores.urls import StoreURLError, is_postgres, open_store, sqlite_path
 from agentfsm.impl.stores.wal import FRAME_HEADER, WAL_HEADER, committed_end
@@ -299,10 +300,17 @@ class Ownership:
         self.raw = store
         self.store: Store = store
         self.beats: Beats | None = None
+        self.log = ProtocolLog(protocol_path(store), owner_name())
         owned = owning(store)
         if owned is not None:
-            self.lease = owned.acquire(run_id, owner_name(), seconds)
-            self.store = FencedStore(owned, self.lease)
+            try:
+                self.lease = owned.acquire(run_id, owner_name(), seconds)
+            except RunHeld:
+                self.log.refused(run_id)
+                self.log.close()
+                raise
+            self.log.claimed(self.lease)
+            self.store = LoggedStore(owned, self.lease, self.log)
             beat_store = self._beat_store = owned.reopen()
             self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
             self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
@@ -320,6 +328,8 @@ class Ownership:
         if self.lease is not None and owned is not None:
             with contextlib.suppress(JournalError):
                 owned.release(self.lease)
+                self.log.released(self.lease)
+        self.log.close()
         self.raw.close()
 
 
@@ -645,11 +655,14 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     started become ``unknown``, and are named."""
     lease: Lease | None = None
     owned = owning(store)
+    log = ProtocolLog(protocol_path(store), owner_name())
     if owned is not None:
         try:
             lease = owned.acquire(run_id, owner_name(), 15.0)
         except RunHeld as exc:
+            log.refused(run_id)
             raise BadInput(f"{args.path}: {exc}") from None
+        log.claimed(lease)
     log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
         repaired = repair(store, run_id, log_lost)
@@ -658,6 +671,8 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     finally:
         if lease is not None and owned is not None:
             owned.release(lease)
+            log.released(lease)
+        log.close()
     if repaired is None:
         return
     entry["repaired"] = {"discarded_from": repaired.discarded_from, "unknown": list(repaired.unknown)}

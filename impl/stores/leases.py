@@ -177,13 +177,19 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.lease.seconds / 3):
-            try:
-                self.renew(self.lease)
-            except LeaseLost as exc:
-                self.lost = exc
+            if not self.beat():
                 return
-            except Exception as exc:  # the store is unreachable now: try again at the next beat
-                self.lost = exc
+
+    def beat(self) -> bool:
+        """One renewal; False once the lease is lost (``lost`` says why)."""
+        try:
+            self.renew(self.lease)
+        except LeaseLost as exc:
+            self.lost = exc
+            return False
+        except Exception as exc:  # the store is unreachable now: try again at the next beat
+            self.lost = exc
+        return True
 
 
 class LeasingStore(FencingStore, Protocol):

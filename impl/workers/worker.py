@@ -21,10 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentfsm.impl.durable.beat import Beats
+from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog, protocol_path
 from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply, Tool
 from agentfsm.impl.durable.state import config_json
 from agentfsm.impl.stores.journal import CREATED, JSON, Entry
-from agentfsm.impl.stores.leases import FencedStore, Heartbeat, Lease, LeaseLost, LeasingStore
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, LeasingStore
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
 
@@ -131,12 +132,15 @@ class Worker:
     warn: Callable[[str], None] = lambda message: None  # what went wrong: a lost lease, a failed run
     beat: LeasingStore | None = None
     beats: Beats | None = None
+    protocol: ProtocolLog = field(default_factory=lambda: ProtocolLog(None, ""))
+    """The protocol log its claims and fenced writes go to (``serve`` gives each worker the store's)."""
 
     def serve_one(self) -> bool:
         """Claim one run and serve it; False when there was nothing to claim."""
         lease = self.store.claim(self.name, sorted(self.tables), self.lease_seconds)
         if lease is None:
             return False
+        self.protocol.claimed(lease)
         self.tally.add(claimed=1)
         try:
             with contextlib.ExitStack() as beating:
@@ -146,6 +150,7 @@ class Worker:
                     beating.enter_context(Heartbeat(lease, self.beat.renew))
                 status, outcome = self._serve(lease)
             self.store.finish(lease, status, outcome)
+            self.protocol.released(lease)
         except LeaseLost as exc:
             self.tally.add(lost=1)
             self.warn(f"{self.name}: {exc}")
@@ -161,6 +166,7 @@ class Worker:
 
     def close(self, quietly: bool = False) -> None:
         """Close the worker's connections; ``quietly`` when one may be broken already."""
+        self.protocol.close()
         for store in (self.store, self.beat, self.beats):
             try:
                 if store is not None:
@@ -186,7 +192,8 @@ class Worker:
         table = self.tables[lease.machine]
         tools = {name: GuardedTool(tool, lease, self.store.renew, heartbeat=self.beat is None)
                  for name, tool in self.tools[lease.machine].items()}
-        run = DurableRun.open(FencedStore(self.store, lease), table, lease.run_id, tools, options=self.options)
+        store = LoggedStore(self.store, lease, self.protocol)
+        run = DurableRun.open(store, table, lease.run_id, tools, options=self.options)
         delivered = 0
         for k, item in enumerate(lease.script, 1):
             self._keep(lease)
@@ -222,6 +229,7 @@ def serve(open_store: Callable[[], LeasingStore], tables: Mapping[str, Table], t
                     worker = Worker(open_store(), tables, {m: tools(t) for m, t in tables.items()}, worker_name,
                                     lease_seconds, options or Options(), tally, log, warn)
                     worker.beat = open_store()
+                    worker.protocol = ProtocolLog(protocol_path(worker.store), worker_name)
                     worker.beats = None if beat_url is None else Beats(beat_url)
                 if worker.serve_one():
                     continue

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from agentfsm.faults.protocol_audit import Auditor
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
 from agentfsm.impl.durable.ledger import MemoryLedger
+from agentfsm.impl.durable.protocol_log import ProtocolLog
 from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.stores.leases import OwnedStore
 from agentfsm.impl.stores.sqlite import SqliteStore
@@ -30,7 +32,8 @@ PLANT_WALKS = 200
 # Where each plant shows first: the real step whose answer is not the model's.
 CAUGHT_AT = {"journal-unfenced": "store takes Write", "tool-unfenced": "tool takes Run",
              "status-unfenced": "tool takes Run", "claim-ignores-owner": "store takes Claim",
-             "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim"}
+             "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim",
+             "lease-not-renewed-while-a-tool-runs": "store takes Claim"}
 
 
 def walks(store: OwnedStore, seeds: range, walked: Walked | None = None,
@@ -112,3 +115,37 @@ def test_a_planted_defect_is_caught_where_it_shows(plant: str, sqlite: SqliteSto
     assert first.model != first.real and first.label.startswith(CAUGHT_AT[plant]), str(first)
     result = audited(log, tmp_path)   # the same run, from its log: its last record is the real answer
     assert not result.ok and [s.line for s in result.unexplained] == [len(log)], [str(s) for s in result.unexplained]
+
+
+def runtime_logged(store: OwnedStore, seeds: range, folder: Path) -> tuple[list[Divergence], Path]:
+    """The walks with the runtime's own protocol log written by the real code (``LoggedStore``,
+    ``ProtocolLog``), as an ``agentfsm run --store`` process writes it."""
+    log = folder / f"runtime-{uuid.uuid4().hex[:8]}.jsonl"
+    for seed in seeds:
+        real = RealProtocol(store, MemoryLedger(), f"walk-{uuid.uuid4().hex[:8]}-{seed}",
+                            log=ProtocolLog(log, "scheduler"))
+        divergence = walk(SYSTEM, real, seed, LENGTH, Walked())
+        real.log.close()
+        if divergence is not None:
+            return [divergence], log
+    return [], log
+
+
+def test_the_runtimes_own_log_of_the_walks_is_explained(sqlite: SqliteStore, tmp_path: Path) -> None:
+    found, log = runtime_logged(sqlite, range(12), tmp_path)
+    assert not found
+    verdict = Auditor().audit_log(log)
+    assert verdict.windows >= 8 and verdict.ok, verdict.unexplained
+
+
+@pytest.mark.parametrize(("plant", "record"), [("claim-keeps-token", "store takes Claim"),
+                                               ("journal-unfenced", "store takes WriteCompleted")])
+def test_a_store_plant_is_caught_from_the_runtimes_own_log(plant: str, record: str, sqlite: SqliteStore,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plants the store's answers show; the others (a live owner's lease taken, the tool's
+    side) leave logs a stalled owner explains: the walks catch those."""
+    PLANTS[plant](monkeypatch)
+    found, log = runtime_logged(sqlite, range(PLANT_WALKS), tmp_path)
+    assert found
+    verdict = Auditor().audit_log(log)
+    assert len(verdict.unexplained) == 1 and record in verdict.unexplained[0], verdict.unexplained

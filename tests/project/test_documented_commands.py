@@ -135,9 +135,11 @@ def test_chaos_json_counts_one_trial(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0, err
     report = enveloped(json.loads(out), "chaos")
     assert set(report) == {"format", "kind", "ok", "seed", "rows"} and report["ok"] is True and report["seed"] == 3
+    audited = report["rows"][0].pop("audited")
+    assert audited > 0   # the run's effects, each audited against durable-run-fixed.yaml
     assert report["rows"] == [{"scenario": "two-resumers", "agent": "loom-agent", "trials": 1, "runs": 1, "faults": 1,
                                "duplicated": 0, "lost": 0, "stuck": 0, "unclean": 0, "damaged": 0, "repaired": 0,
-                               "notes": []}]
+                               "unexplained": 0, "cut": 0, "notes": []}]
 
 
 @pytest.mark.slow   # every mutant in its own adapter process
