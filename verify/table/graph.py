@@ -6,7 +6,9 @@ the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge
 arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
 the reversed graph for ``always-reachable``, strongly connected components of the
 allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
-cycle inside one component) is walked in Python.
+cycle inside one component) is walked in Python. The dead ends (``deadlock``) need no
+edges at all: the offsets give each configuration's degree, and only the configurations
+with a stutter edge are looked at again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from agentfsm.verify.table import columns
 from agentfsm.verify.table.explore import Exploration
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components
@@ -45,6 +48,45 @@ def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
     array's ``q`` and ``i`` are C's long long and int."""
     return (np.frombuffer(ex.offsets, dtype=np.longlong), np.frombuffer(ex.edge_target, dtype=np.longlong),
             np.frombuffer(ex.edge_label, dtype=np.intc))
+
+
+def dead_ends(ex: Exploration) -> Ints:
+    """The configurations with no successor but stutter edges (ignored events, no progress),
+    ascending: read from the offsets and the stutter edges alone, without a copy of the edges
+    (Spin's "invalid end state" check likewise keeps no graph)."""
+    offsets = np.frombuffer(ex.offsets, dtype=np.longlong)
+    none = offsets[1:] == offsets[:-1]
+    stutter = np.frombuffer(ex.stutter, dtype=np.longlong)
+    if len(stutter):
+        sources, count = np.unique(np.searchsorted(offsets, stutter, side="right") - 1, return_counts=True)
+        none[sources[count == offsets[sources + 1] - offsets[sources]]] = True
+    return np.flatnonzero(none)
+
+
+def states_at(ex: Exploration, rows: Ints) -> Ints:
+    """The state index of the configurations ``rows``, without a column of every one."""
+    cached = ex.columns.get("states")
+    if cached is not None:
+        return np.asarray(cached[rows], dtype=np.int64)
+    return np.asarray(columns.codes(ex)[rows] & ex.packing.state_mask, dtype=np.int64)
+
+
+CHUNK = 1 << 20   # configurations per slice when a whole column is only counted
+
+
+def state_counts(ex: Exploration) -> Ints:
+    """How many configurations are in each state: counted a slice at a time, so that no
+    column of every configuration's state is made (nor kept) unless one already is."""
+    n = ex.packing.nstates
+    cached = ex.columns.get("states")
+    if cached is not None:
+        return np.bincount(cached, minlength=n)
+    counts = np.zeros(n, dtype=np.int64)
+    every = columns.codes(ex)
+    for start in range(0, ex.count, CHUNK):
+        counts += np.bincount(np.asarray(every[start:start + CHUNK] & ex.packing.state_mask, dtype=np.int64),
+                              minlength=n)
+    return counts
 
 
 def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weights: npt.NDArray[Any]) -> Any:

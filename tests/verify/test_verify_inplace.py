@@ -1,0 +1,85 @@
+"""The checks' passes that read the explored graph in place against their whole-graph forms.
+
+``graph.dead_ends`` (the deadlock check) reads only the offsets and the stutter edges;
+``graph.states_at`` and ``graph.state_counts`` make no column of every configuration's
+state. Each must give what the progress graph and the full state column give: on random
+tables (the ``ignore`` policy among them, so stutter edges), on the bundled tables, on
+codes wider than 63 bits, and counted over many slices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agentfsm.spec import Table, load_table
+from agentfsm.verify.table import columns, graph, liveness
+from agentfsm.verify.table.explore import Exploration, explore
+from conftest import TABLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_verify_columns import WIDE as WIDE_BOOLS
+from test_verify_differential import tables
+from verify_tables import table as planted
+
+WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
+
+
+def assert_in_place_agrees(ex: Exploration) -> None:
+    """Every in-place pass equals its definition over the progress graph and the state column."""
+    expected_ends = np.flatnonzero(liveness.progress(ex).out_degree == 0)
+    rows = np.arange(ex.count, dtype=np.int64)[::-1]
+    before = graph.states_at(ex, rows).tolist()
+    counts = graph.state_counts(ex).tolist()
+    assert "states" not in ex.columns   # neither made the whole column
+    every = columns.states(ex)
+    assert graph.dead_ends(ex).tolist() == expected_ends.tolist()
+    assert before == every[rows].tolist() == graph.states_at(ex, rows).tolist()
+    assert counts == np.bincount(every, minlength=len(ex.table.states)).tolist() == graph.state_counts(ex).tolist()
+
+
+@settings(max_examples=50, deadline=None)
+@given(table=tables())
+def test_random_tables(table: Table) -> None:
+    assert_in_place_agrees(explore(table))
+
+
+@pytest.mark.parametrize("path", [*TABLES, WIDE], ids=lambda p: p.stem)
+def test_bundled_tables(path: Path) -> None:
+    assert_in_place_agrees(explore(load_table(path, {"n": 3} if path == WIDE else None)))
+
+
+def test_codes_wider_than_63_bits_and_stutter_only_configurations() -> None:
+    """Object codes; a configuration whose only edges are stutter edges is a dead end, one
+    with a stutter edge and a real one is not, and a final one with none is listed too."""
+    ex = explore(planted(f"""
+variables:
+{WIDE_BOOLS}states:
+  A: {{initial: true}}
+  B: {{}}
+  C: {{}}
+  Done: {{final: true}}
+events: {{go: {{}}, flip: {{}}, end: {{}}}}
+transitions:
+  - {{from: A, on: go, to: B}}
+  - {{from: A, on: flip, to: A, set: {{b69: not b69}}}}
+  - {{from: B, on: go, to: C}}
+  - {{from: B, on: end, to: Done}}
+unhandled: {{policy: ignore}}
+"""))
+    assert ex.packing.all >= 1 << 63 and len(ex.stutter) > 0
+    assert [ex.table.states[s].name for s in graph.states_at(ex, graph.dead_ends(ex))] == ["C", "Done", "C", "Done"]
+    assert_in_place_agrees(ex)
+
+
+@given(chunk=st.integers(min_value=1, max_value=40))
+@settings(max_examples=10, deadline=None)
+def test_counted_over_many_slices(chunk: int) -> None:
+    ex = explore(load_table(WIDE, {"n": 2}))
+    saved = graph.CHUNK
+    graph.CHUNK = chunk
+    try:
+        assert_in_place_agrees(ex)
+    finally:
+        graph.CHUNK = saved
