@@ -6,7 +6,10 @@ the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge
 arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
 the reversed graph for ``always-reachable``, strongly connected components of the
 allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
-cycle inside one component) is walked in Python. The dead ends (``deadlock``) need no
+cycle inside one component) is walked in Python. scipy is imported on a routine's first
+call (``csr_matrix``, ``breadth_first_order``, ``connected_components`` below): its import
+costs about half a CPU-second, more than checking a wide table whose checks need none of
+it. The dead ends (``deadlock``) need no
 edges at all: the offsets give each configuration's degree, and only the configurations
 with a stutter edge are looked at again.
 """
@@ -21,14 +24,33 @@ import numpy as np
 import numpy.typing as npt
 from agentfsm.verify.table import columns
 from agentfsm.verify.table.explore import Exploration
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 Node = TypeVar("Node", bound=Hashable)
 Edge = TypeVar("Edge")
+
+
+def csr_matrix(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csr_matrix, imported on first use."""
+    from scipy.sparse import csr_matrix as make
+
+    return make(*args, **kwargs)
+
+
+def breadth_first_order(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csgraph.breadth_first_order, imported on first use."""
+    from scipy.sparse.csgraph import breadth_first_order as order
+
+    return order(*args, **kwargs)
+
+
+def connected_components(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csgraph.connected_components, imported on first use."""
+    from scipy.sparse.csgraph import connected_components as components
+
+    return components(*args, **kwargs)
 
 
 def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> list[Edge]:

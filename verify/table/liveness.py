@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from agentfsm.verify.table.explore import Exploration
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from agentfsm.verify.table.graph import breadth_first_order, connected_components, csr_matrix
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
