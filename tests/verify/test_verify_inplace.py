@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_verify_columns import WIDE as WIDE_BOOLS
 from test_verify_differential import tables
+from verify_tables import check, steps, verdict
 from verify_tables import table as planted
 
 WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
@@ -99,3 +100,17 @@ def test_checks_without_graph_routines_import_no_scipy() -> None:
     done = subprocess.run([sys.executable, "-P", "-c", code, str(WIDE), str(tool_call)], capture_output=True,
                           text=True, check=True)
     assert json.loads(done.stdout) == [[True, False], [True, True]]
+
+
+def test_deadlock_reports_the_shallowest_of_several_dead_ends() -> None:
+    v = verdict("""
+states: {A: {initial: true}, B: {}, Deep: {}, Shallow: {}, Done: {final: true}}
+events: {go: {}, jump: {}, end: {}}
+transitions:
+  - {from: A, on: go, to: B}
+  - {from: B, on: go, to: Deep}
+  - {from: A, on: jump, to: Shallow}
+  - {from: B, on: end, to: Done}
+""")
+    found = check(v, "deadlock")
+    assert not found.ok and steps(found) == ["jump"] and found.message.startswith("Shallow")
