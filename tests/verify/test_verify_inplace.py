@@ -4,8 +4,9 @@
 ``graph.states_at`` and ``graph.state_counts`` make no column of every configuration's
 state; ``liveness.progress`` copies no edge array when there is no stutter edge. Each must
 give what the copied progress graph and the full state column give: on random tables (the
-``ignore`` policy among them, so stutter edges), on the bundled tables, on codes wider
-than 63 bits, and counted over many slices. A table whose checks need no graph routine is
+``ignore`` policy among them, so stutter edges: in test_verify_checks.py, which the mutation
+run selects), on the bundled tables, on codes wider than 63 bits, and counted over many
+slices. A table whose checks need no graph routine is
 verified without importing scipy (half a CPU-second of start-up).
 """
 
@@ -18,15 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from agentfsm.spec import Table, load_table
+from agentfsm.spec import load_table
 from agentfsm.verify.table import columns, graph, liveness
 from agentfsm.verify.table.explore import Exploration, explore
 from conftest import TABLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_verify_columns import WIDE as WIDE_BOOLS
-from test_verify_differential import tables
-from verify_tables import check, steps, verdict
 from verify_tables import table as planted
 
 WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
@@ -62,12 +61,6 @@ def assert_in_place_agrees(ex: Exploration) -> None:
     assert graph.dead_ends(ex).tolist() == expected_ends.tolist()
     assert before == every[rows].tolist() == graph.states_at(ex, rows).tolist()
     assert counts == np.bincount(every, minlength=len(ex.table.states)).tolist() == graph.state_counts(ex).tolist()
-
-
-@settings(max_examples=50, deadline=None)
-@given(table=tables())
-def test_random_tables(table: Table) -> None:
-    assert_in_place_agrees(explore(table))
 
 
 @pytest.mark.parametrize("path", [*TABLES, WIDE], ids=lambda p: p.stem)
@@ -121,16 +114,3 @@ def test_checks_without_graph_routines_import_no_scipy() -> None:
                           text=True, check=True)
     assert json.loads(done.stdout) == [[True, False], [True, True]]
 
-
-def test_deadlock_reports_the_shallowest_of_several_dead_ends() -> None:
-    v = verdict("""
-states: {A: {initial: true}, B: {}, Deep: {}, Shallow: {}, Done: {final: true}}
-events: {go: {}, jump: {}, end: {}}
-transitions:
-  - {from: A, on: go, to: B}
-  - {from: B, on: go, to: Deep}
-  - {from: A, on: jump, to: Shallow}
-  - {from: B, on: end, to: Done}
-""")
-    found = check(v, "deadlock")
-    assert not found.ok and steps(found) == ["jump"] and found.message.startswith("Shallow")
