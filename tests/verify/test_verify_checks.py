@@ -6,6 +6,9 @@ import pytest
 from agentfsm.spec import Table
 from agentfsm.verify.table.checks import KINDS, run_checks
 from agentfsm.verify.table.explore import explore
+from hypothesis import given, settings
+from test_verify_differential import tables
+from test_verify_inplace import assert_in_place_agrees
 from verify_tables import check, steps, verdict
 
 COUNTER = """
@@ -284,3 +287,25 @@ def test_loom_holds_every_check_and_reports_every_kind(loom: Table) -> None:
     assert v.ok
     assert {c.kind for c in v.checks} == set(KINDS) - {"eventually", "always"}   # tests/verify/test_verify_liveness.py
     assert sum(p.pairs for p in v.unhandled()) > 0
+
+
+def test_deadlock_reports_the_shallowest_of_several_dead_ends() -> None:
+    v = verdict("""
+states: {A: {initial: true}, B: {}, Deep: {}, Shallow: {}, Done: {final: true}}
+events: {go: {}, jump: {}, end: {}}
+transitions:
+  - {from: A, on: go, to: B}
+  - {from: B, on: go, to: Deep}
+  - {from: A, on: jump, to: Shallow}
+  - {from: B, on: end, to: Done}
+""")
+    found = check(v, "deadlock")
+    assert not found.ok and steps(found) == ["jump"] and found.message.startswith("Shallow")
+
+
+@settings(max_examples=50, deadline=None)
+@given(table=tables())
+def test_in_place_passes_agree_with_their_whole_graph_forms(table: Table) -> None:
+    """Dead ends, states and the progress graph read in place, on random tables (with stutter
+    edges under ``ignore``): see test_verify_inplace.py."""
+    assert_in_place_agrees(explore(table))

@@ -20,8 +20,7 @@ from agentfsm.spec.system_trace import Label, SystemTrace
 from agentfsm.verify.system.explore import SystemExploration
 from agentfsm.verify.system.paths import concrete_path, replay
 from agentfsm.verify.system.step import Config, Stepper, canonicalizer, initial_config
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+from agentfsm.verify.table.graph import connected_components, csr_matrix
 
 STEP_KINDS = ("determinism", "bounds", "transient", "unhandled-message", "mailbox-overflow")
 

@@ -122,9 +122,11 @@ def _everywhere(ex: Exploration, kind: str, name: str, expr: Expr, text: str) ->
 def _deadlock(ex: Exploration) -> CheckResult:
     table = ex.table
     final = np.array([s.final for s in table.states], dtype=np.bool_)
-    bad = columns.first((liveness.progress(ex).out_degree == 0) & ~final[columns.states(ex)])
-    if bad is None:
+    ends = graph.dead_ends(ex)
+    stuck = ends[~final[graph.states_at(ex, ends)]]
+    if not len(stuck):
         return CheckResult("deadlock", None, True, "every non-final configuration accepts some event")
+    bad = int(stuck[0])   # dead ends are ascending: the first is a shallowest
     where = describe_config(table, *ex.config(bad))
     ignored = " (the ignore policy accepts events there, but an ignored event is no progress)" \
         if table.unhandled.policy == "ignore" else ""
@@ -135,7 +137,7 @@ def _deadlock(ex: Exploration) -> CheckResult:
 def reached_states(ex: Exploration) -> set[int]:
     """States some configuration is in, plus transient states some fired row entered."""
     table = ex.table
-    reached = {int(s) for s in np.flatnonzero(np.bincount(columns.states(ex), minlength=len(table.states)))}
+    reached = {int(s) for s in np.flatnonzero(graph.state_counts(ex))}
     reached |= {table.state_index[r.target] for r in table.rows if ex.row_fires[r.index]}
     return reached
 

@@ -6,7 +6,12 @@ the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge
 arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
 the reversed graph for ``always-reachable``, strongly connected components of the
 allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
-cycle inside one component) is walked in Python.
+cycle inside one component) is walked in Python. scipy is imported on a routine's first
+call (``csr_matrix``, ``breadth_first_order``, ``connected_components`` below): its import
+costs about half a CPU-second, more than checking a wide table whose checks need none of
+it. The dead ends (``deadlock``) need no
+edges at all: the offsets give each configuration's degree, and only the configurations
+with a stutter edge are looked at again.
 """
 
 from __future__ import annotations
@@ -17,15 +22,35 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from agentfsm.verify.table import columns
 from agentfsm.verify.table.explore import Exploration
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 Node = TypeVar("Node", bound=Hashable)
 Edge = TypeVar("Edge")
+
+
+def csr_matrix(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csr_matrix, imported on first use."""
+    from scipy.sparse import csr_matrix as make
+
+    return make(*args, **kwargs)
+
+
+def breadth_first_order(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csgraph.breadth_first_order, imported on first use."""
+    from scipy.sparse.csgraph import breadth_first_order as order
+
+    return order(*args, **kwargs)
+
+
+def connected_components(*args: Any, **kwargs: Any) -> Any:
+    """scipy.sparse.csgraph.connected_components, imported on first use."""
+    from scipy.sparse.csgraph import connected_components as components
+
+    return components(*args, **kwargs)
 
 
 def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> list[Edge]:
@@ -45,6 +70,45 @@ def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
     array's ``q`` and ``i`` are C's long long and int."""
     return (np.frombuffer(ex.offsets, dtype=np.longlong), np.frombuffer(ex.edge_target, dtype=np.longlong),
             np.frombuffer(ex.edge_label, dtype=np.intc))
+
+
+def dead_ends(ex: Exploration) -> Ints:
+    """The configurations with no successor but stutter edges (ignored events, no progress),
+    ascending: read from the offsets and the stutter edges alone, without a copy of the edges
+    (Spin's "invalid end state" check likewise keeps no graph)."""
+    offsets = np.frombuffer(ex.offsets, dtype=np.longlong)
+    none = offsets[1:] == offsets[:-1]
+    stutter = np.frombuffer(ex.stutter, dtype=np.longlong)
+    if len(stutter):
+        sources, count = np.unique(np.searchsorted(offsets, stutter, side="right") - 1, return_counts=True)
+        none[sources[count == offsets[sources + 1] - offsets[sources]]] = True
+    return np.flatnonzero(none)
+
+
+def states_at(ex: Exploration, rows: Ints) -> Ints:
+    """The state index of the configurations ``rows``, without a column of every one."""
+    cached = ex.columns.get("states")
+    if cached is not None:
+        return np.asarray(cached[rows], dtype=np.int64)
+    return np.asarray(columns.codes(ex)[rows] & ex.packing.state_mask, dtype=np.int64)
+
+
+CHUNK = 1 << 20   # configurations per slice when a whole column is only counted
+
+
+def state_counts(ex: Exploration) -> Ints:
+    """How many configurations are in each state: counted a slice at a time, so that no
+    column of every configuration's state is made (nor kept) unless one already is."""
+    n = ex.packing.nstates
+    cached = ex.columns.get("states")
+    if cached is not None:
+        return np.bincount(cached, minlength=n)
+    counts = np.zeros(n, dtype=np.int64)
+    every = columns.codes(ex)
+    for start in range(0, ex.count, CHUNK):
+        counts += np.bincount(np.asarray(every[start:start + CHUNK] & ex.packing.state_mask, dtype=np.int64),
+                              minlength=n)
+    return counts
 
 
 def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weights: npt.NDArray[Any]) -> Any:

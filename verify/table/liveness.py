@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from agentfsm.verify.table.explore import Exploration
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from agentfsm.verify.table.graph import breadth_first_order, connected_components, csr_matrix
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -41,9 +40,9 @@ class Progress:
 
     offsets: Ints
     targets: Ints
-    labels: Ints
+    labels: npt.NDArray[np.intc]
     sources: Ints
-    events: Ints
+    events: npt.NDArray[np.intc]
 
     @property
     def out_degree(self) -> Ints:
@@ -51,21 +50,26 @@ class Progress:
 
 
 def progress(ex: Exploration) -> Progress:
-    """The progress graph of ``ex`` (computed once)."""
+    """The progress graph of ``ex`` (computed once). Without stutter edges it is the explored
+    graph itself: its offsets, targets and labels are views of the exploration's arrays, and
+    only each edge's source and event are made."""
     cached = ex.columns.get("progress")
     if cached is not None:
         assert isinstance(cached, Progress)
         return cached
-    offsets = np.frombuffer(ex.offsets, dtype=np.longlong).astype(np.int64)
-    targets = np.frombuffer(ex.edge_target, dtype=np.longlong).astype(np.int64)
-    labels = np.frombuffer(ex.edge_label, dtype=np.intc).astype(np.int64)
-    keep = np.ones(len(targets), dtype=np.bool_)
-    keep[np.frombuffer(ex.stutter, dtype=np.longlong)] = False
+    offsets = np.frombuffer(ex.offsets, dtype=np.int64)
+    targets = np.frombuffer(ex.edge_target, dtype=np.int64)
+    labels = np.frombuffer(ex.edge_label, dtype=np.intc)
     sources = np.repeat(np.arange(ex.count, dtype=np.int64), np.diff(offsets))
-    kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
+    stutter = np.frombuffer(ex.stutter, dtype=np.int64)
+    if len(stutter):
+        keep = np.ones(len(targets), dtype=np.bool_)
+        keep[stutter] = False
+        offsets = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
+        targets, labels, sources = targets[keep], labels[keep], sources[keep]
     event_of_label = np.array([ex.table.events.index(ex.table.event(name)) for name, _ in ex.labels] or [0],
-                              dtype=np.int64)
-    result = Progress(kept, targets[keep], labels[keep], sources[keep], event_of_label[labels[keep]])
+                              dtype=np.intc)
+    result = Progress(offsets, targets, labels, sources, event_of_label[labels])
     ex.columns["progress"] = result
     return result
 
