@@ -1,12 +1,12 @@
 """Explorer throughput beside Spin on the exported model (same run): a narrow and a wide series.
 
 Narrow: grows the Loom table's ``max_retries`` with ``--set`` (the Loom space is linear
-in it: a fixed number of configurations per retry value, measured on two small sizes) up
-to about a million configurations,
-and prints for each size: configurations/s of the explorer, the time of each phase
-(exploration, each kind of check), Spin's search time without partial-order reduction
-(``-DNOREDUCE``) and with its default reduction, Spin's end-to-end time (spin -a, gcc,
-pan), and the ratios.
+in it: a fixed number of configurations per retry value, measured on two small sizes) to
+about 0.1, 0.3 and 1 million configurations, and prints for each size in CPU seconds (the
+least of interleaved rounds): the explorer as shipped and with its memo keyed by value
+(the baseline before interval keys), the checks, ``agentfsm verify`` as a process (both
+ways), Spin's search without partial-order reduction (``-DNOREDUCE``) and Spin end to
+end (spin -a, gcc, pan), and the ratios; ``narrow`` returns the rows.
 
 Wide: grows ``n`` of tests/tables/wide-counters.yaml (a product of bounded counters with
 coupling guards, many configurations per breadth-first level) to about 0.5 and 2 million
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from agentfsm.spec import Table, load_table
 from agentfsm.verify.spin import runner as spin
-from agentfsm.verify.table import batched
+from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table import explore as explore_module
 from agentfsm.verify.table.checks import Verdict, run_checks
-from agentfsm.verify.table.explore import explore
+from agentfsm.verify.table.explore import Exploration, explore
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -60,35 +60,87 @@ def loom_grown(size: int) -> Table:
     return load_table(LOOM, {"max_retries": max(1, round(10 + (size - small) / per_retry)), "max_tools": 2})
 
 
-def narrow(largest: int, have_spin: bool) -> None:
-    sizes = [n for n in (30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= largest]
-    print("narrow: the Loom table grown (a few configurations per breadth-first level)")
-    print(f"{'configs':>9} {'explore':>7} {'conf/s':>9} {'invar':>6} {'reach':>6} {'cycle':>6} {'other':>6} "
-          f"{'verify':>7} | {'spin NR':>7} {'spin PO':>7} {'spin e2e':>8} | {'x NR':>5} {'x PO':>5} {'x e2e':>5}")
+def children_cpu() -> float:
+    """User + system seconds of this process's waited-for children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def explore_cpu(table: Table, by_value: bool) -> tuple[Exploration, float]:
+    """Explore in this process: CPU seconds; ``by_value``: the memo keyed by value only
+    (no interval keys, the explorer before them) for the baseline."""
+    saved = intervals.MIN_SIZE
+    if by_value:
+        intervals.MIN_SIZE = 1 << 62
+    try:
+        cpu = time.process_time()
+        ex = explore(table)
+        return ex, time.process_time() - cpu
+    finally:
+        intervals.MIN_SIZE = saved
+
+
+def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
+    """``agentfsm verify`` on the grown Loom table as a user runs it, process start to
+    exit: CPU seconds (``by_value``: through this file, with the baseline's memo)."""
+    words = ["verify", *(w for name, value in sets.items() for w in ("--set", f"{name}={value}")), str(LOOM)]
+    args = ([sys.executable, __file__, "--cli-by-value", *words] if by_value
+            else [sys.executable, "-m", "agentfsm.cli", *words])
+    before = children_cpu()
+    subprocess.run(args, check=True, capture_output=True)
+    return children_cpu() - before
+
+
+def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, float]]:
+    """The narrow series: per size the least CPU seconds over ``rounds`` interleaved rounds
+    of the explorer (as shipped, and with the memo keyed by value as before interval keys),
+    every check, ``agentfsm verify`` as a process, and Spin; prints a table, returns its rows."""
+    sizes = [n for n in (100_000, 300_000, 1_000_000) if n <= largest]
+    print("narrow: the Loom table grown (about 10 configurations per breadth-first level), CPU seconds, "
+          f"least of {rounds} interleaved rounds")
+    print(f"{'configs':>9} {'explore':>7} {'by val':>7} {'conf/s':>9} {'checks':>6} {'verify':>7} {'cli':>6} "
+          f"{'cli old':>7} | {'pan NR':>6} {'spin e2e':>8} | {'x NR':>5} {'x NR old':>8} {'x e2e':>5} "
+          f"{'x e2e old':>9}")
+    rows = []
     for size in sizes:
         table = loom_grown(size)
-        start = time.perf_counter()
-        ex = explore(table)
-        explored = time.perf_counter() - start
-        verdict = run_checks(ex)
-        total = time.perf_counter() - start
-        assert verdict.ok
-        spent = phases(verdict)
-        row = (f"{ex.count:>9,} {explored:>7.2f} {ex.count / explored:>9,.0f} "
-               + " ".join(f"{spent[p]:>6.2f}" for p in (*PHASES, "other")) + f" {total:>7.2f}")
+        sets = {"max_retries": table.constants["max_retries"], "max_tools": 2}
+        best: dict[str, float] = {}
+        for _ in range(rounds):
+            ex, old = explore_cpu(table, by_value=True)
+            del ex
+            ex, new = explore_cpu(table, by_value=False)
+            cpu = time.process_time()
+            verdict = run_checks(ex)
+            checks = time.process_time() - cpu
+            assert verdict.ok
+            count = ex.count
+            del ex, verdict
+            got = {"explore": new, "by_value": old, "checks": checks,
+                   "cli": verify_cli(sets), "cli_by_value": verify_cli(sets, by_value=True)}
+            if have_spin:
+                with tempfile.TemporaryDirectory() as tmp:
+                    before = children_cpu()
+                    plain = spin.run_spin(table, Path(tmp), depth=2 * count + 100)
+                    got["spin_e2e"] = children_cpu() - before
+                assert plain.states == count, (plain.states, count)
+                got["pan"] = plain.search_cpu_s
+            best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+        row = {"configurations": float(count), **best}
+        line = (f"{count:>9,} {best['explore']:>7.2f} {best['by_value']:>7.2f} {count / best['explore']:>9,.0f} "
+                f"{best['checks']:>6.2f} {best['explore'] + best['checks']:>7.2f} {best['cli']:>6.2f} "
+                f"{best['cli_by_value']:>7.2f}")
         if have_spin:
-            with tempfile.TemporaryDirectory() as tmp:
-                plain = spin.run_spin(table, Path(tmp), depth=2 * ex.count + 100)
-                reduced = spin.run_spin(table, Path(tmp), depth=2 * ex.count + 100, reduce=True)
-            assert plain.states == ex.count, (plain.states, ex.count)
-            row += (f" | {plain.search_s:>7.2f} {reduced.search_s:>7.2f} {plain.total_s:>8.2f}"
-                    f" | {explored / plain.search_s:>5.2f} {explored / reduced.search_s:>5.2f}"
-                    f" {total / plain.total_s:>5.2f}")
-        print(row, flush=True)
-    print("explore: the explorer alone; invar/reach/cycle/other: the checks by kind; verify: explore + every check.\n"
-          "spin NR: pan's exhaustive search with -DNOREDUCE; spin PO: with its default partial-order reduction;\n"
-          "spin e2e: spin -a + gcc -O2 + pan (NOREDUCE). x NR, x PO = explore / spin search; "
-          "x e2e = verify / spin e2e (below 1: agentfsm is faster).\n")
+            line += (f" | {best['pan']:>6.2f} {best['spin_e2e']:>8.2f} | {best['explore'] / best['pan']:>5.2f}"
+                     f" {best['by_value'] / best['pan']:>8.2f} {best['cli'] / best['spin_e2e']:>5.2f}"
+                     f" {best['cli_by_value'] / best['spin_e2e']:>9.2f}")
+        print(line, flush=True)
+        rows.append(row)
+    print("explore: the explorer as shipped; by val: with its memo keyed by value (before interval keys);\n"
+          "checks: every check; verify = explore + checks; cli, cli old: `agentfsm verify` as a process, start to\n"
+          "exit (old: by value). pan NR: pan's search with -DNOREDUCE; spin e2e: spin -a + gcc -O2 + pan.\n"
+          "x NR = explore / pan, x e2e = cli / spin e2e; the old ones by value (below 1: agentfsm is faster).\n")
+    return rows
 
 
 def peak_memory() -> int:
@@ -186,6 +238,10 @@ def main() -> None:
     parser.add_argument("--wide", type=int, default=2_000_000, help="largest wide configuration count (about)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
     parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
+    if sys.argv[1:2] == ["--cli-by-value"]:   # the baseline's `agentfsm verify`, in a child process
+        intervals.MIN_SIZE = 1 << 62
+        from agentfsm.cli.main import main as cli
+        sys.exit(cli(sys.argv[2:]))
     args = parser.parse_args()
     if args.one is not None:
         one(args.one, args.scalar)

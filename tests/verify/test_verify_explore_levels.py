@@ -20,7 +20,6 @@ from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.verify.kernel import visited
 from agentfsm.verify.table import batched
 from agentfsm.verify.table import explore as explore_module
-from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
 from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +27,7 @@ from hypothesis import strategies as st
 from strategies_tables import tables
 from test_verify_differential import tables as differential_tables
 from test_verify_limits import _limit_memory
+from verify_tables import assert_same_exploration
 
 WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
 BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
@@ -67,18 +67,10 @@ def scalar(table: Table) -> Exploration:
 def assert_same(table: Table) -> Exploration:
     """Explore in batches (as the ``switch`` fixture set up) and in the scalar loop; compare."""
     wide, narrow = explore(table), scalar(table)
-    assert [wide.config(i) for i in range(wide.count)] == [narrow.config(i) for i in range(narrow.count)]
-    for name in ("parent", "parent_label", "offsets", "edge_label", "edge_target", "stutter"):
-        assert list(getattr(wide, name)) == list(getattr(narrow, name)), name
-    assert wide.row_fires == narrow.row_fires
-    assert wide.unhandled == narrow.unhandled
-    assert (wide.errors, wide.error_count) == (narrow.errors, narrow.error_count)
-    assert wide.reached == narrow.reached
+    assert_same_exploration(wide, narrow)
     for i in range(wide.count):
         assert wide.index_of(*wide.config(i)) == i
         assert wide.path(i) == narrow.path(i)
-    checked = [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(wide).checks]
-    assert checked == [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(narrow).checks]
     return wide
 
 
