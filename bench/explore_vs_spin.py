@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from agentfsm.spec import Table, load_table
+from agentfsm.verify.kernel import visited
 from agentfsm.verify.spin import runner as spin
 from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table import explore as explore_module
@@ -232,12 +233,52 @@ def threshold() -> None:
           "the scalar loop and batches of a given size:\n  " + ", ".join(costs))
 
 
+PAST_DENSE = 127   # wide-counters' n whose codes need 25 bits: past the 2**24 span of the plain array
+
+
+def past_dense_one(n: int, hashed: bool) -> None:
+    """Explore wide-counters at ``n`` in this (fresh) process, the visited set as shipped or
+    (``hashed``) the hash table past 2**24 as before; print CPU seconds and peak memory as JSON."""
+    if hashed:
+        visited.DENSE_MAX = 0
+    table = load_table(WIDE, {"n": n})
+    cpu = time.process_time()
+    ex = explore(table)
+    print(json.dumps({"configurations": ex.count, "cpu": time.process_time() - cpu, "peak": peak_memory(),
+                      "moved": isinstance(ex.code_index, visited.DenseIndex) and ex.code_index.hashed is not None,
+                      "kind": type(ex.code_index).__name__}))
+
+
+def past_dense(n: int = PAST_DENSE, rounds: int = 1) -> list[dict[str, float]]:
+    """Past 2**24 configurations: the explorer with the visited set as shipped (an array
+    while the codes are dense) beside the hash table, each in a fresh interpreter, rounds
+    interleaved; CPU and peak resident bytes per configuration. Prints and returns the rows."""
+    rows = []
+    for _ in range(rounds):
+        for hashed in (True, False):
+            args = [sys.executable, __file__, "--past-dense", str(n)] + (["--hashed"] if hashed else [])
+            got = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+            rows.append({"hashed": float(hashed), "configurations": float(got["configurations"]), "cpu": got["cpu"],
+                         "peak": float(got["peak"])})
+    print(f"past 2^24: wide-counters n={n}, explore only, fresh interpreters")
+    for hashed in (1.0, 0.0):
+        mine = [r for r in rows if r["hashed"] == hashed]
+        cpu, peak = min(r["cpu"] for r in mine), min(r["peak"] for r in mine)
+        count = mine[0]["configurations"]
+        print(f"  {'hash table (before)' if hashed else 'array (shipped)':>20}: {count:,.0f} configurations, "
+              f"{cpu:.1f} CPU s, {cpu / count * 1e6:.2f} µs and {peak / count:.0f} peak bytes per configuration")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max", type=int, default=1_000_000, help="largest narrow configuration count (about)")
     parser.add_argument("--wide", type=int, default=2_000_000, help="largest wide configuration count (about)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
     parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
+    if sys.argv[1:2] == ["--past-dense"]:   # one exploration past 2**24, in a child process
+        past_dense_one(int(sys.argv[2]), "--hashed" in sys.argv)
+        return
     if sys.argv[1:2] == ["--cli-by-value"]:   # the baseline's `agentfsm verify`, in a child process
         intervals.MIN_SIZE = 1 << 62
         from agentfsm.cli.main import main as cli
