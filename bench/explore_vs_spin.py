@@ -243,7 +243,7 @@ def past_dense_one(n: int, hashed: bool) -> None:
         visited.DENSE_MAX = 0
     table = load_table(WIDE, {"n": n})
     cpu = time.process_time()
-    ex = explore(table)
+    ex = explore(table, max_configurations=100_000_000)
     print(json.dumps({"configurations": ex.count, "cpu": time.process_time() - cpu, "peak": peak_memory(),
                       "moved": isinstance(ex.code_index, visited.DenseIndex) and ex.code_index.hashed is not None,
                       "kind": type(ex.code_index).__name__}))
