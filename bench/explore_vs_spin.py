@@ -14,8 +14,12 @@ configurations. Each size runs in a fresh interpreter (``--one N``) so that its 
 resident memory is its own; it prints the exploration in batches (the shipped explorer),
 the scalar loop alone for comparison, verify end to end, peak memory, and Spin's
 ``-DNOREDUCE`` search, end to end and memory (pan's "total actual memory usage") with
-the ratios. Usage: ``make bench`` or ``.venv/bin/python bench/explore_vs_spin.py
-[--max 1000000] [--wide 2000000]``.
+the ratios.
+
+Past 2**24: wide-counters at n=127 (16.8 million configurations, codes of 25 bits) explored
+in fresh interpreters with the visited set as shipped and with the hash table it used
+before past a 2**24 span: CPU and peak memory per configuration. Usage: ``make bench`` or
+``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127]``.
 """
 
 from __future__ import annotations
@@ -274,6 +278,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max", type=int, default=1_000_000, help="largest narrow configuration count (about)")
     parser.add_argument("--wide", type=int, default=2_000_000, help="largest wide configuration count (about)")
+    parser.add_argument("--past", type=int, default=PAST_DENSE,
+                        help="wide-counters' n for the series past 2**24 configurations (about 4 GB; 0: skip it)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
     parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
     if sys.argv[1:2] == ["--past-dense"]:   # one exploration past 2**24, in a child process
@@ -291,6 +297,8 @@ def main() -> None:
     narrow(args.max, have_spin)
     wide(args.wide, have_spin)
     threshold()
+    if args.past:
+        past_dense(args.past)
 
 
 if __name__ == "__main__":

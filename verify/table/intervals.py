@@ -19,8 +19,8 @@ and every row's target must be stable (an eventless row would read the counted v
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import chain, pairwise, repeat
 
 from agentfsm.spec.expr import Binary, Expr, InStates, Ref, Unary, Value
 from agentfsm.spec.model import Row, Table
@@ -67,9 +67,9 @@ def fold(table: Table, packing: Packing, rows: tuple[Row, ...], params: tuple[Va
         points = sorted(b for b in breaks if lo < b <= var.hi)
         if var.size - (len(points) + 1) > merged:
             merged = var.size - (len(points) + 1)
-            ids = [k << shift for k in range(len(points) + 1)]
-            best = Fold(slot, shift, packing.masks[slot],
-                        tuple(ids[bisect_right(points, lo + x)] for x in range(var.size)), counts)
+            edges = [lo, *points, var.hi + 1]
+            classes = tuple(chain.from_iterable(repeat(k << shift, b - a) for k, (a, b) in enumerate(pairwise(edges))))
+            best = Fold(slot, shift, packing.masks[slot], classes, counts)
     return best
 
 
