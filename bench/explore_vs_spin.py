@@ -265,11 +265,11 @@ def past_dense(n: int = PAST_DENSE, rounds: int = 1) -> list[dict[str, float]]:
             rows.append({"hashed": float(hashed), "configurations": float(got["configurations"]), "cpu": got["cpu"],
                          "peak": float(got["peak"])})
     print(f"past 2^24: wide-counters n={n}, explore only, fresh interpreters")
-    for hashed in (1.0, 0.0):
-        mine = [r for r in rows if r["hashed"] == hashed]
+    for kind in (1.0, 0.0):
+        mine = [r for r in rows if r["hashed"] == kind]
         cpu, peak = min(r["cpu"] for r in mine), min(r["peak"] for r in mine)
         count = mine[0]["configurations"]
-        print(f"  {'hash table (before)' if hashed else 'array (shipped)':>20}: {count:,.0f} configurations, "
+        print(f"  {'hash table (before)' if kind else 'array (shipped)':>20}: {count:,.0f} configurations, "
               f"{cpu:.1f} CPU s, {cpu / count * 1e6:.2f} µs and {peak / count:.0f} peak bytes per configuration")
     return rows
 
