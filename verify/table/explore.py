@@ -10,8 +10,11 @@ label) on the variables the step can read: the guards and update expressions of 
 event's candidate rows and of every eventless row reachable through transient states.
 Configurations that agree on those fields get the same outcome: the same target state
 and the same new values for the variables the fired rows write, every other field
-unchanged. So an outcome is two masks and the successor is ``(code & keep) | add``:
-the hot loop is a mask, two dict lookups and two bit operations.
+unchanged. So an outcome is two masks and the successor is ``(code & keep) + add``:
+the hot loop is a mask, two dict lookups and two bit operations. A wide counter that the
+rows only compare with constants and count by a constant is keyed by its interval
+(``intervals``), and its count is in ``add`` (its field then stays in ``keep``); an
+outcome with no successor has ``keep`` negative (``~outcome``).
 
 When a (state, label) reads a variable with a large domain, the memo would miss on
 every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
