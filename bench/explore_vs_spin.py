@@ -1,12 +1,12 @@
 """Explorer throughput beside Spin on the exported model (same run): a narrow and a wide series.
 
 Narrow: grows the Loom table's ``max_retries`` with ``--set`` (the Loom space is linear
-in it: a fixed number of configurations per retry value, measured on two small sizes) up
-to about a million configurations,
-and prints for each size: configurations/s of the explorer, the time of each phase
-(exploration, each kind of check), Spin's search time without partial-order reduction
-(``-DNOREDUCE``) and with its default reduction, Spin's end-to-end time (spin -a, gcc,
-pan), and the ratios.
+in it: a fixed number of configurations per retry value, measured on two small sizes) to
+about 0.1, 0.3 and 1 million configurations, and prints for each size in CPU seconds (the
+least of interleaved rounds): the explorer as shipped and with its memo keyed by value
+(the baseline before interval keys), the checks, ``agentfsm verify`` as a process (both
+ways), Spin's search without partial-order reduction (``-DNOREDUCE``) and Spin end to
+end (spin -a, gcc, pan), and the ratios; ``narrow`` returns the rows.
 
 Wide: grows ``n`` of tests/tables/wide-counters.yaml (a product of bounded counters with
 coupling guards, many configurations per breadth-first level) from about 0.5 to 2 million
@@ -16,8 +16,12 @@ batches (the shipped explorer) and the checks after it, the scalar loop alone fo
 comparison, then ``agentfsm verify`` as a user runs it (its own process, start to exit: CPU
 seconds and peak resident memory) beside Spin end to end (spin -a, gcc, pan ``-DNOREDUCE``:
 CPU seconds, and pan's "total actual memory usage"), in interleaved rounds, with the
-ratios; ``wide`` returns its rows. Usage: ``make bench`` or ``.venv/bin/python bench/explore_vs_spin.py
-[--max 1000000] [--wide 2000000]``.
+ratios; ``wide`` returns its rows.
+
+Past 2**24: wide-counters at n=127 (16.8 million configurations, codes of 25 bits) explored
+in fresh interpreters with the visited set as shipped and with the hash table it used
+before past a 2**24 span: CPU and peak memory per configuration. Usage: ``make bench`` or
+``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127]``.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from math import nan
 from pathlib import Path
 
 from agentfsm.spec import Table, load_table
+from agentfsm.verify.kernel import visited
 from agentfsm.verify.spin import runner as spin
-from agentfsm.verify.table import batched
+from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table import explore as explore_module
 from agentfsm.verify.table.checks import Verdict, run_checks
-from agentfsm.verify.table.explore import explore
+from agentfsm.verify.table.explore import Exploration, explore
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -65,35 +70,87 @@ def loom_grown(size: int) -> Table:
     return load_table(LOOM, {"max_retries": max(1, round(10 + (size - small) / per_retry)), "max_tools": 2})
 
 
-def narrow(largest: int, have_spin: bool) -> None:
-    sizes = [n for n in (30_000, 100_000, 300_000, 1_000_000, 3_000_000) if n <= largest]
-    print("narrow: the Loom table grown (a few configurations per breadth-first level)")
-    print(f"{'configs':>9} {'explore':>7} {'conf/s':>9} {'invar':>6} {'reach':>6} {'cycle':>6} {'other':>6} "
-          f"{'verify':>7} | {'spin NR':>7} {'spin PO':>7} {'spin e2e':>8} | {'x NR':>5} {'x PO':>5} {'x e2e':>5}")
+def children_cpu() -> float:
+    """User + system seconds of this process's waited-for children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def explore_cpu(table: Table, by_value: bool) -> tuple[Exploration, float]:
+    """Explore in this process: CPU seconds; ``by_value``: the memo keyed by value only
+    (no interval keys, the explorer before them) for the baseline."""
+    saved = intervals.MIN_SIZE
+    if by_value:
+        intervals.MIN_SIZE = 1 << 62
+    try:
+        cpu = time.process_time()
+        ex = explore(table)
+        return ex, time.process_time() - cpu
+    finally:
+        intervals.MIN_SIZE = saved
+
+
+def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
+    """``agentfsm verify`` on the grown Loom table as a user runs it, process start to
+    exit: CPU seconds (``by_value``: through this file, with the baseline's memo)."""
+    words = ["verify", *(w for name, value in sets.items() for w in ("--set", f"{name}={value}")), str(LOOM)]
+    args = ([sys.executable, __file__, "--cli-by-value", *words] if by_value
+            else [sys.executable, "-m", "agentfsm.cli", *words])
+    before = children_cpu()
+    subprocess.run(args, check=True, capture_output=True)
+    return children_cpu() - before
+
+
+def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, float]]:
+    """The narrow series: per size the least CPU seconds over ``rounds`` interleaved rounds
+    of the explorer (as shipped, and with the memo keyed by value as before interval keys),
+    every check, ``agentfsm verify`` as a process, and Spin; prints a table, returns its rows."""
+    sizes = [n for n in (100_000, 300_000, 1_000_000) if n <= largest]
+    print("narrow: the Loom table grown (about 10 configurations per breadth-first level), CPU seconds, "
+          f"least of {rounds} interleaved rounds")
+    print(f"{'configs':>9} {'explore':>7} {'by val':>7} {'conf/s':>9} {'checks':>6} {'verify':>7} {'cli':>6} "
+          f"{'cli old':>7} | {'pan NR':>6} {'spin e2e':>8} | {'x NR':>5} {'x NR old':>8} {'x e2e':>5} "
+          f"{'x e2e old':>9}")
+    rows = []
     for size in sizes:
         table = loom_grown(size)
-        start = time.perf_counter()
-        ex = explore(table)
-        explored = time.perf_counter() - start
-        verdict = run_checks(ex)
-        total = time.perf_counter() - start
-        assert verdict.ok
-        spent = phases(verdict)
-        row = (f"{ex.count:>9,} {explored:>7.2f} {ex.count / explored:>9,.0f} "
-               + " ".join(f"{spent[p]:>6.2f}" for p in (*PHASES, "other")) + f" {total:>7.2f}")
+        sets = {"max_retries": table.constants["max_retries"], "max_tools": 2}
+        best: dict[str, float] = {}
+        for _ in range(rounds):
+            ex, old = explore_cpu(table, by_value=True)
+            del ex
+            ex, new = explore_cpu(table, by_value=False)
+            cpu = time.process_time()
+            verdict = run_checks(ex)
+            checks = time.process_time() - cpu
+            assert verdict.ok
+            count = ex.count
+            del ex, verdict
+            got = {"explore": new, "by_value": old, "checks": checks,
+                   "cli": verify_cli(sets), "cli_by_value": verify_cli(sets, by_value=True)}
+            if have_spin:
+                with tempfile.TemporaryDirectory() as tmp:
+                    before = children_cpu()
+                    plain = spin.run_spin(table, Path(tmp), depth=2 * count + 100)
+                    got["spin_e2e"] = children_cpu() - before
+                assert plain.states == count, (plain.states, count)
+                got["pan"] = plain.search_cpu_s
+            best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+        row = {"configurations": float(count), **best}
+        line = (f"{count:>9,} {best['explore']:>7.2f} {best['by_value']:>7.2f} {count / best['explore']:>9,.0f} "
+                f"{best['checks']:>6.2f} {best['explore'] + best['checks']:>7.2f} {best['cli']:>6.2f} "
+                f"{best['cli_by_value']:>7.2f}")
         if have_spin:
-            with tempfile.TemporaryDirectory() as tmp:
-                plain = spin.run_spin(table, Path(tmp), depth=2 * ex.count + 100)
-                reduced = spin.run_spin(table, Path(tmp), depth=2 * ex.count + 100, reduce=True)
-            assert plain.states == ex.count, (plain.states, ex.count)
-            row += (f" | {plain.search_s:>7.2f} {reduced.search_s:>7.2f} {plain.total_s:>8.2f}"
-                    f" | {explored / plain.search_s:>5.2f} {explored / reduced.search_s:>5.2f}"
-                    f" {total / plain.total_s:>5.2f}")
-        print(row, flush=True)
-    print("explore: the explorer alone; invar/reach/cycle/other: the checks by kind; verify: explore + every check.\n"
-          "spin NR: pan's exhaustive search with -DNOREDUCE; spin PO: with its default partial-order reduction;\n"
-          "spin e2e: spin -a + gcc -O2 + pan (NOREDUCE). x NR, x PO = explore / spin search; "
-          "x e2e = verify / spin e2e (below 1: agentfsm is faster).\n")
+            line += (f" | {best['pan']:>6.2f} {best['spin_e2e']:>8.2f} | {best['explore'] / best['pan']:>5.2f}"
+                     f" {best['by_value'] / best['pan']:>8.2f} {best['cli'] / best['spin_e2e']:>5.2f}"
+                     f" {best['cli_by_value'] / best['spin_e2e']:>9.2f}")
+        print(line, flush=True)
+        rows.append(row)
+    print("explore: the explorer as shipped; by val: with its memo keyed by value (before interval keys);\n"
+          "checks: every check; verify = explore + checks; cli, cli old: `agentfsm verify` as a process, start to\n"
+          "exit (old: by value). pan NR: pan's search with -DNOREDUCE; spin e2e: spin -a + gcc -O2 + pan.\n"
+          "x NR = explore / pan, x e2e = cli / spin e2e; the old ones by value (below 1: agentfsm is faster).\n")
+    return rows
 
 
 def peak_memory() -> int:
@@ -148,11 +205,6 @@ def spin_end_to_end(n: int, depth: int) -> tuple[spin.SpinRun, float]:
     with tempfile.TemporaryDirectory() as tmp:
         run = spin.run_spin(load_table(WIDE, {"n": n}), Path(tmp), depth=depth)
     return run, children_cpu() - before
-
-
-def children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
 
 
 def wide(largest: int, have_spin: bool, rounds: int = 2) -> list[dict[str, float]]:
@@ -232,12 +284,58 @@ def threshold() -> None:
           "the scalar loop and batches of a given size:\n  " + ", ".join(costs))
 
 
+PAST_DENSE = 127   # wide-counters' n whose codes need 25 bits: past the 2**24 span of the plain array
+
+
+def past_dense_one(n: int, hashed: bool) -> None:
+    """Explore wide-counters at ``n`` in this (fresh) process, the visited set as shipped or
+    (``hashed``) the hash table past 2**24 as before; print CPU seconds and peak memory as JSON."""
+    if hashed:
+        visited.DENSE_MAX = 0
+    table = load_table(WIDE, {"n": n})
+    cpu = time.process_time()
+    ex = explore(table, max_configurations=100_000_000)
+    print(json.dumps({"configurations": ex.count, "cpu": time.process_time() - cpu, "peak": peak_memory(),
+                      "moved": isinstance(ex.code_index, visited.DenseIndex) and ex.code_index.hashed is not None,
+                      "kind": type(ex.code_index).__name__}))
+
+
+def past_dense(n: int = PAST_DENSE, rounds: int = 1) -> list[dict[str, float]]:
+    """Past 2**24 configurations: the explorer with the visited set as shipped (an array
+    while the codes are dense) beside the hash table, each in a fresh interpreter, rounds
+    interleaved; CPU and peak resident bytes per configuration. Prints and returns the rows."""
+    rows = []
+    for _ in range(rounds):
+        for hashed in (True, False):
+            args = [sys.executable, __file__, "--past-dense", str(n)] + (["--hashed"] if hashed else [])
+            got = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+            rows.append({"hashed": float(hashed), "configurations": float(got["configurations"]), "cpu": got["cpu"],
+                         "peak": float(got["peak"])})
+    print(f"past 2^24: wide-counters n={n}, explore only, fresh interpreters")
+    for kind in (1.0, 0.0):
+        mine = [r for r in rows if r["hashed"] == kind]
+        cpu, peak = min(r["cpu"] for r in mine), min(r["peak"] for r in mine)
+        count = mine[0]["configurations"]
+        print(f"  {'hash table (before)' if kind else 'array (shipped)':>20}: {count:,.0f} configurations, "
+              f"{cpu:.1f} CPU s, {cpu / count * 1e6:.2f} µs and {peak / count:.0f} peak bytes per configuration")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--max", type=int, default=1_000_000, help="largest narrow configuration count (about)")
     parser.add_argument("--wide", type=int, default=2_000_000, help="largest wide configuration count (about)")
+    parser.add_argument("--past", type=int, default=PAST_DENSE,
+                        help="wide-counters' n for the series past 2**24 configurations (about 4 GB; 0: skip it)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
     parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
+    if sys.argv[1:2] == ["--past-dense"]:   # one exploration past 2**24, in a child process
+        past_dense_one(int(sys.argv[2]), "--hashed" in sys.argv)
+        return
+    if sys.argv[1:2] == ["--cli-by-value"]:   # the baseline's `agentfsm verify`, in a child process
+        intervals.MIN_SIZE = 1 << 62
+        from agentfsm.cli.main import main as cli
+        sys.exit(cli(sys.argv[2:]))
     args = parser.parse_args()
     if args.one is not None:
         one(args.one, args.scalar)
@@ -246,6 +344,8 @@ def main() -> None:
     narrow(args.max, have_spin)
     wide(args.wide, have_spin)
     threshold()
+    if args.past:
+        past_dense(args.past)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm.spec import Table, load_table_bytes
 from agentfsm.verify.table.checks import CheckResult, Verdict, run_checks
-from agentfsm.verify.table.explore import explore
+from agentfsm.verify.table.explore import Exploration, explore
 
 HEADER = "format: 1\nmachine: {machine}\n"
 
@@ -27,3 +27,18 @@ def steps(result: CheckResult) -> list[str]:
     assert result.trace is not None
     return [event + ("(" + ",".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
             for event, params in ((s["event"], s["params"]) for s in result.trace.step_dicts())]
+
+
+def assert_same_exploration(a: Exploration, b: Exploration) -> None:
+    """Two explorations of one table are the same, bit for bit: configurations, numbering,
+    parents, edges, stutter edges, row fire and unhandled counts, errors, the reached depth,
+    and every check's verdict and counterexample."""
+    assert [a.config(i) for i in range(a.count)] == [b.config(i) for i in range(b.count)]
+    for name in ("parent", "parent_label", "offsets", "edge_label", "edge_target", "stutter"):
+        assert list(getattr(a, name)) == list(getattr(b, name)), name
+    assert a.row_fires == b.row_fires
+    assert a.unhandled == b.unhandled
+    assert (a.errors, a.error_count) == (b.errors, b.error_count)
+    assert a.reached == b.reached
+    checked = [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(a).checks]
+    assert checked == [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(b).checks]

@@ -67,6 +67,7 @@ def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     monkeypatch.setattr(system_batched, "LEVEL_MIN", level_min)
     monkeypatch.setattr(system_batched, "LEVEL_LOW", level_low)
     monkeypatch.setattr(visited, "DENSE_CODES", dense)
+    monkeypatch.setattr(visited, "DENSE_MAX", visited.DENSE_MAX if dense else 0)
     monkeypatch.setattr(system_rows, "WORD", word)
     monkeypatch.setattr(system_rows, "PREFIX", prefix)
     yield

@@ -20,7 +20,6 @@ from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.verify.kernel import visited
 from agentfsm.verify.table import batched
 from agentfsm.verify.table import explore as explore_module
-from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
 from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
@@ -28,30 +27,47 @@ from hypothesis import strategies as st
 from strategies_tables import tables
 from test_verify_differential import tables as differential_tables
 from test_verify_limits import _limit_memory
+from verify_tables import assert_same_exploration
 
 WIDE = Path(__file__).parent.parent / "tables" / "wide-counters.yaml"
 BUNDLED = [*TABLES, *sorted(WIDE.parent.glob("*.yaml"))]
 LENIENT = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]   # the fixture only sets module constants
 
-# (LEVEL_MIN, LEVEL_LOW, CHECK_EVERY, MEMO_LIMIT, DENSE_CODES): batches from the first
+# (LEVEL_MIN, LEVEL_LOW, CHECK_EVERY, MEMO_LIMIT, visited set): batches from the first
 # configuration on; after a few, from the memo or the direct path; through the hash table;
-# back and forth between the batches and the scalar loop as the queue narrows and widens.
-SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
-            (3, 0, 2, explore_module.MEMO_LIMIT, 0),
-            (2, 0, 3, 0, visited.DENSE_CODES),
-            (4, 3, 1, explore_module.MEMO_LIMIT, visited.DENSE_CODES),
-            (3, 2, 1, 0, 0)]
-IDS = ["at-once", "after-memo-hashed", "after-direct", "back-and-forth", "back-and-forth-direct-hashed"]
+# back and forth between the batches and the scalar loop as the queue narrows and widens; an
+# array watched for sparseness that moves its codes to the hash table after a few pages.
+SWITCHES = [(0, 0, 1, explore_module.MEMO_LIMIT, "dense"),
+            (3, 0, 2, explore_module.MEMO_LIMIT, "hashed"),
+            (2, 0, 3, 0, "dense"),
+            (4, 3, 1, explore_module.MEMO_LIMIT, "dense"),
+            (3, 2, 1, 0, "hashed"),
+            (2, 0, 2, explore_module.MEMO_LIMIT, "moved"),
+            (3, 2, 1, 0, "moved")]
+IDS = ["at-once", "after-memo-hashed", "after-direct", "back-and-forth", "back-and-forth-direct-hashed",
+       "after-memo-moved", "back-and-forth-direct-moved"]
+
+
+def visited_set(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """``dense``: the array (as shipped for small spans); ``hashed``: the hash table from the
+    start; ``moved``: a watched array with 4-code pages that moves past 4 pages."""
+    if kind != "dense":
+        monkeypatch.setattr(visited, "DENSE_CODES", 0)
+        monkeypatch.setattr(visited, "DENSE_MAX", 0 if kind == "hashed" else visited.DENSE_MAX)
+    if kind == "moved":
+        monkeypatch.setattr(visited, "PAGE_BITS", 2)
+        monkeypatch.setattr(visited, "DENSE_FLOOR", 4 * 16)
+        monkeypatch.setattr(visited, "SPARSE_BYTES", 4)
 
 
 @pytest.fixture(params=SWITCHES, ids=IDS)
 def switch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    level_min, level_low, check_every, memo_limit, dense = request.param
+    level_min, level_low, check_every, memo_limit, kind = request.param
     monkeypatch.setattr(explore_module, "LEVEL_MIN", level_min)
     monkeypatch.setattr(explore_module, "LEVEL_LOW", level_low)
     monkeypatch.setattr(explore_module, "CHECK_EVERY", check_every)
     monkeypatch.setattr(explore_module, "MEMO_LIMIT", memo_limit)
-    monkeypatch.setattr(visited, "DENSE_CODES", dense)
+    visited_set(monkeypatch, kind)
     yield
 
 
@@ -67,18 +83,10 @@ def scalar(table: Table) -> Exploration:
 def assert_same(table: Table) -> Exploration:
     """Explore in batches (as the ``switch`` fixture set up) and in the scalar loop; compare."""
     wide, narrow = explore(table), scalar(table)
-    assert [wide.config(i) for i in range(wide.count)] == [narrow.config(i) for i in range(narrow.count)]
-    for name in ("parent", "parent_label", "offsets", "edge_label", "edge_target", "stutter"):
-        assert list(getattr(wide, name)) == list(getattr(narrow, name)), name
-    assert wide.row_fires == narrow.row_fires
-    assert wide.unhandled == narrow.unhandled
-    assert (wide.errors, wide.error_count) == (narrow.errors, narrow.error_count)
-    assert wide.reached == narrow.reached
+    assert_same_exploration(wide, narrow)
     for i in range(wide.count):
         assert wide.index_of(*wide.config(i)) == i
         assert wide.path(i) == narrow.path(i)
-    checked = [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(wide).checks]
-    assert checked == [(c.kind, c.name, c.ok, c.message, c.trace) for c in run_checks(narrow).checks]
     return wide
 
 
@@ -149,18 +157,51 @@ def test_a_wide_table_switches_at_the_default_threshold() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.integers(0, (1 << 62) - 1), max_size=300, unique=True), dense=st.booleans())
-def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], dense: bool) -> None:
-    index = visited.DenseIndex(1 << 10) if dense else visited.CodeIndex()
-    if dense:
-        codes = [c % (1 << 10) for c in dict.fromkeys(c % (1 << 10) for c in codes)]
-    half = len(codes) // 2
-    arr = np.array(codes, dtype=np.int64)
-    index.insert(arr[:half], np.arange(half, dtype=np.int64))
-    index.insert(arr[half:], np.arange(half, len(codes), dtype=np.int64))
-    assert index.lookup(arr).tolist() == list(range(len(codes)))
-    absent = [c ^ 1 for c in codes if c ^ 1 not in set(codes)]
-    assert index.lookup(np.array(absent, dtype=np.int64)).tolist() == [-1] * len(absent)
+@given(codes=st.lists(st.integers(0, (1 << 62) - 1), max_size=300, unique=True),
+       kind=st.sampled_from(["dense", "hashed", "watched"]), scalar_inserts=st.booleans())
+def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], kind: str, scalar_inserts: bool) -> None:
+    """Each visited set, inserted a batch or a code at a time; the watched array has 4-code
+    pages and moves to the hash table past 4 of them (so mid-way, for most draws)."""
+    saved = visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES
+    visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES = 2, 4 * 16, 4
+    try:
+        span = 1 << 10
+        index = visited.CodeIndex() if kind == "hashed" else visited.DenseIndex(span, watched=kind == "watched")
+        if kind != "hashed":
+            codes = list(dict.fromkeys(c % span for c in codes))
+        half = len(codes) // 2
+        arr = np.array(codes, dtype=np.int64)
+        index.insert(arr[:half], np.arange(half, dtype=np.int64))
+        if scalar_inserts:
+            for k in range(half, len(codes)):
+                assert index.get(codes[k]) is None
+                index[codes[k]] = k
+        else:
+            index.insert(arr[half:], np.arange(half, len(codes), dtype=np.int64))
+        assert index.lookup(arr).tolist() == list(range(len(codes)))
+        assert [index.get(c) for c in codes] == list(range(len(codes)))
+        absent = [c ^ 1 for c in codes if c ^ 1 not in set(codes)]
+        assert index.lookup(np.array(absent, dtype=np.int64)).tolist() == [-1] * len(absent)
+        if isinstance(index, visited.DenseIndex) and kind == "watched" and len(codes) > 16:
+            assert index.hashed is not None   # more than 4 pages of 4 codes
+    finally:
+        visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES = saved
+
+
+def test_a_sparse_watched_array_moves_to_the_hash_table_and_a_dense_one_stays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(visited, "DENSE_FLOOR", 1 << 20)   # 256 pages
+    spread = visited.DenseIndex(1 << 30, watched=True)
+    codes = np.arange(0, 1 << 30, 1 << 20, dtype=np.int64)   # 1,024 codes, one per 256 pages
+    for start in range(0, len(codes), 100):
+        spread.insert(codes[start:start + 100], np.arange(start, min(start + 100, len(codes)), dtype=np.int64))
+    assert spread.hashed is not None and spread.pages is None
+    assert spread.lookup(codes).tolist() == list(range(len(codes)))
+    packed = visited.DenseIndex(1 << 30, watched=True)   # 256 codes a page: 16 bytes a code
+    packed.insert(np.arange(0, 1 << 22, 4, dtype=np.int64), np.arange(1 << 20, dtype=np.int64))
+    assert packed.hashed is None and packed.touched == 1 << 12
+    assert visited.code_index(1 << 25, 10).__class__ is visited.DenseIndex
+    assert visited.code_index(1 << 40, 10).__class__ is visited.CodeIndex
 
 
 @settings(max_examples=200, deadline=None)

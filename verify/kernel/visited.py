@@ -5,9 +5,13 @@ Python dict would cost an interpreter round trip per code, a sorted array a re-s
 batch. When every code is below ``DENSE_CODES`` (a table whose fields fit in 24 bits) the
 set is a plain array indexed by the code, holding number + 1 (0: absent): one gather per
 lookup, one scatter per insert, and zeroed pages cost no memory until a code lands on
-them. Otherwise it is an open-addressing hash table (linear probing, at most half the
-slots in use, a few array passes per batch). Codes are below 2**63 (non-negative
-``int64``); an empty slot holds -1.
+them. Up to ``DENSE_MAX`` it starts as such an array too, counting the pages its codes
+land on: while they cost at most ``SPARSE_BYTES`` per code (what the hash table costs at
+least) or ``DENSE_FLOOR`` in all, it stays an array; past that (codes spread thin over
+a wide span) it moves its codes into the hash table once and goes on there. Otherwise it
+is an open-addressing hash table (linear probing, at most half the slots in use, a few
+array passes per batch). Codes are below 2**63 (non-negative ``int64``); an empty slot
+holds -1.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 EMPTY = -1
-DENSE_CODES = 1 << 24
+DENSE_CODES = 1 << 24   # below this span: an array, whatever the spread of the codes
+DENSE_MAX = 1 << 31   # below this span: an array while it is dense enough (numbers are int32)
+PAGE_BITS = 10   # 2**10 int32 numbers: one 4 KiB page of the array
+SPARSE_BYTES = 32   # the hash table's least bytes per code (two int64 arrays, at most half full)
+DENSE_FLOOR = 64 << 20   # bytes the array may always use (what a 2**24 span costs)
 GOLDEN = 0x9E3779B97F4A7C15   # Fibonacci hashing: the top bits of code * 2**64/phi, modulo 2**64
 
 Ints = npt.NDArray[np.int64]
@@ -26,32 +34,83 @@ Ints = npt.NDArray[np.int64]
 
 def code_index(span: int, expected: int) -> DenseIndex | CodeIndex:
     """The visited set for codes below ``span``, about ``expected`` of them to start with."""
-    return DenseIndex(span) if span <= DENSE_CODES else CodeIndex(expected)
+    if span <= DENSE_CODES:
+        return DenseIndex(span)
+    if span <= DENSE_MAX:
+        try:
+            return DenseIndex(span, watched=True)
+        except MemoryError:   # no room for the span even unbacked (a ulimit -v): the hash table needs less
+            pass
+    return CodeIndex(expected)
 
 
 class DenseIndex:
-    """Codes to configuration numbers through an array indexed by the code."""
+    """Codes to configuration numbers through an array indexed by the code; ``watched``:
+    counting the pages in use, and moving to a ``CodeIndex`` once they cost more than it."""
 
-    def __init__(self, span: int) -> None:
-        self.numbers = np.zeros(span, dtype=np.int32)
+    def __init__(self, span: int, watched: bool = False) -> None:
+        pages = (span >> PAGE_BITS) + 1
+        self.numbers: npt.NDArray[np.int32] = np.zeros(pages << PAGE_BITS if watched else span, dtype=np.int32)
+        self.pages: npt.NDArray[np.bool_] | None = np.zeros(pages, dtype=np.bool_) if watched else None
+        self.touched = 0   # pages in use
+        self.size = 0   # codes inserted
+        self.hashed: CodeIndex | None = None   # where the codes went once they were too sparse
 
     def lookup(self, codes: npt.NDArray[Any]) -> Ints:
         """The number of each code, or -1 where it is absent."""
+        if self.hashed is not None:
+            return self.hashed.lookup(codes)
         found: Ints = self.numbers[codes].astype(np.int64)
         found -= 1
         return found
 
     def insert(self, codes: Ints, numbers: Ints) -> None:
         """Add codes that are distinct and absent, with their numbers."""
+        if self.hashed is not None:
+            self.hashed.insert(codes, numbers)
+            return
         self.numbers[codes] = numbers + 1
+        if self.pages is not None:
+            pages = codes >> PAGE_BITS
+            fresh = np.unique(pages[~self.pages[pages]])
+            self.pages[fresh] = True
+            self._grown(len(codes), len(fresh))
 
     def get(self, code: int) -> int | None:
         """One code's number (the scalar loop's dict interface)."""
+        if self.hashed is not None:
+            return self.hashed.get(code)
         found = int(self.numbers[code])
         return found - 1 if found else None
 
     def __setitem__(self, code: int, number: int) -> None:
+        if self.hashed is not None:
+            self.hashed[code] = number
+            return
         self.numbers[code] = number + 1
+        if self.pages is not None:
+            page = code >> PAGE_BITS
+            fresh = not self.pages[page]
+            self.pages[page] = True
+            self._grown(1, int(fresh))
+
+    def _grown(self, codes: int, pages: int) -> None:
+        """Count what an insert added; past the hash table's cost, move there."""
+        self.size += codes
+        self.touched += pages
+        if self.touched << PAGE_BITS + 2 > max(DENSE_FLOOR, SPARSE_BYTES * self.size):
+            self._move()
+
+    def _move(self) -> None:
+        """Move every code to a hash table, reading only the pages in use."""
+        assert self.pages is not None
+        pages = np.flatnonzero(self.pages)
+        numbers = self.numbers.reshape(-1, 1 << PAGE_BITS)[pages]
+        rows, offsets = np.nonzero(numbers)
+        self.hashed = CodeIndex(self.size)
+        self.hashed.insert((pages[rows] << PAGE_BITS) | offsets, numbers[rows, offsets].astype(np.int64) - 1)
+        self.numbers = np.zeros(0, dtype=np.int32)
+        self.pages = None
 
 
 class CodeIndex:

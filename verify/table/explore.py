@@ -10,8 +10,11 @@ label) on the variables the step can read: the guards and update expressions of 
 event's candidate rows and of every eventless row reachable through transient states.
 Configurations that agree on those fields get the same outcome: the same target state
 and the same new values for the variables the fired rows write, every other field
-unchanged. So an outcome is two masks and the successor is ``(code & keep) | add``:
-the hot loop is a mask, two dict lookups and two bit operations.
+unchanged. So an outcome is two masks and the successor is ``(code & keep) + add``:
+the hot loop is a mask, two dict lookups and two bit operations. A wide counter that the
+rows only compare with constants and count by a constant is keyed by its interval
+(``intervals``), and its count is in ``add`` (its field then stays in ``keep``); an
+outcome with no successor has ``keep`` negative (``~outcome``).
 
 When a (state, label) reads a variable with a large domain, the memo would miss on
 every configuration, so past ``MEMO_LIMIT`` entries that pair switches to evaluating
@@ -52,8 +55,9 @@ from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.verify.kernel.compiled import compile_packed
 from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex
-from agentfsm.verify.table import batched
+from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table.batched import NO_EDGE, STUTTER
+from agentfsm.verify.table.intervals import Fold
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
@@ -202,11 +206,15 @@ class _Plan:
 
     label: int
     params: tuple[Value, ...]
-    rmask: int
+    rmask: int   # the fields of the memo key (not the one ``fold`` keys by interval)
     rows: tuple[_Direct, ...]
-    memo: dict[int, tuple[int, int]] = field(default_factory=dict)   # key -> (keep, add); add = ~outcome: no edge
+    fold: Fold | None = None
+    memo: dict[int, tuple[int, int]] = field(default_factory=dict)   # key -> (keep, add); keep = ~outcome: no edge
     outcomes: dict[int, int] = field(default_factory=dict)   # key -> outcome, kept when the memo is emptied
     direct_from: int | None = None   # the first configuration evaluated directly
+
+    def key(self, code: int) -> int:
+        return code & self.rmask if self.fold is None else self.fold.key(code, self.rmask)
 
 
 class Exploration:
@@ -331,7 +339,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     table = ex.table
     packing = ex.packing
     plans, unhandled_labels = _plans(table, ex.labels, packing)
-    entries = [[(plan.label, plan.rmask, plan.memo, plan) for plan in state_plans] for state_plans in plans]
+    entries = [[(plan.label, plan.rmask, plan.memo, plan, None if plan.fold is None else
+                 (plan.fold.shift, plan.fold.mask, plan.fold.classes)) for plan in state_plans]
+               for state_plans in plans]
     ignore = table.unhandled.policy == "ignore"
     codes: list[int] = []
     ex.codes, index = codes, ex.index
@@ -376,7 +386,10 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     _tally(ex, plans, unhandled_labels, scalar)
 
 
-def _scalar(ex: Exploration, entries: list[list[tuple[int, int, dict[int, tuple[int, int]], _Plan]]],
+Entry = tuple[int, int, dict[int, tuple[int, int]], _Plan, tuple[int, int, tuple[int, ...]] | None]
+
+
+def _scalar(ex: Exploration, entries: list[list[Entry]],
             unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
             built: list[MutableSequence[int]], i: int, wide: int | None,
             report: Callable[[int, int, int, bool], None]) -> int:
@@ -396,21 +409,25 @@ def _scalar(ex: Exploration, entries: list[list[tuple[int, int, dict[int, tuple[
         start = i
         for code in islice(queue, CHECK_EVERY):
             state = code & smask
-            for label, rmask, memo, plan in entries[state]:
-                hit = memo.get(code & rmask)
+            for label, rmask, memo, plan, fold in entries[state]:
+                if fold is None:
+                    hit = memo.get(code & rmask)
+                else:
+                    shift, mask, classes = fold
+                    hit = memo.get((code & rmask) | classes[code >> shift & mask])
                 if hit is None:
                     hit = _miss(ex, plan, i, state, code)
                 keep, add = hit
-                if add < 0:
-                    err = outcome_error[~add]
+                if keep < 0:
+                    err = outcome_error[~keep]
                     if err is not None:
                         ex.record_error(i, label, err)
-                    elif outcome_ignored[~add]:
+                    elif outcome_ignored[~keep]:
                         stutter.append(len(edge_target))
                         edge_label.append(label)
                         edge_target.append(i)
                     continue
-                new = (code & keep) | add
+                new = (code & keep) + add
                 j = index.get(new)
                 if j is None:
                     j = index[new] = len(codes)
@@ -484,10 +501,13 @@ def _plans(table: Table, labels: list[Label], packing: Packing) -> tuple[list[li
                 if not rows:
                     rest.append(k)
                     continue
+                slots = reads(table, rows)
+                folded = intervals.fold(table, packing, rows, params, slots) if packing.all < 1 << 63 else None
                 rmask = 0
-                for slot in reads(table, rows):
+                for slot in slots - ({folded.slot} if folded else set()):
                     rmask |= packing.field(slot)
-                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r, params) for r in rows)))
+                plan.append(_Plan(k, params, rmask, tuple(_compile_row(table, packing, r, params) for r in rows),
+                                  folded))
         plans.append(plan)
         unhandled.append(rest)
     return plans, unhandled
@@ -512,7 +532,8 @@ def _miss(ex: Exploration, plan: _Plan, i: int, state: int, code: int) -> tuple[
     """A key the memo lacks: compute and memoise its outcome, or, once the memo has grown
     past ``MEMO_LIMIT`` (and been emptied, so that every key misses), evaluate directly."""
     if plan.direct_from is not None:
-        return 0, _direct(ex, plan, i, state, code)
+        new = _direct(ex, plan, i, state, code)
+        return (new, 0) if new < 0 else (0, new)   # NO_EDGE, STUTTER: outcomes 0 and 1
     hit = _compute(ex, plan, state, code)
     if len(plan.memo) > MEMO_LIMIT:
         plan.direct_from = i + 1
@@ -530,15 +551,22 @@ def _compute(ex: Exploration, plan: _Plan, state: int, code: int) -> tuple[int, 
     except SemanticError as err:
         result = err
     oid = ex._outcome(result, state, plan.label)
-    hit = (0, ~oid)
+    hit = (~oid, 0)
     if not isinstance(result, SemanticError) and result.status == "fired":
         keep = packing.all & ~packing.state_mask
         for row in result.rows:
             for update in row.updates:
                 keep &= ~packing.field(update.slot - 1)
-        hit = (keep, packing.pack(result.state, result.vars) & ~keep)
-    plan.memo[code & plan.rmask] = hit
-    plan.outcomes[code & plan.rmask] = oid
+        add = packing.pack(result.state, result.vars) & ~keep
+        counted = plan.fold is not None and result.rows[0].index in plan.fold.counts
+        if plan.fold is not None and counted:   # the same count from any value of the interval
+            field = packing.field(plan.fold.slot)
+            keep |= field
+            add = (add & ~field) + (plan.fold.counts[result.rows[0].index] << plan.fold.shift)
+        hit = (keep, add)
+    key = plan.key(code)
+    plan.memo[key] = hit
+    plan.outcomes[key] = oid
     return hit
 
 
@@ -601,10 +629,14 @@ def _tally(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[lis
             which = which[looped[which]]
             if not len(which):
                 continue
-            if not plan.rmask:
+            if not plan.rmask and plan.fold is None:
                 hits[plan.outcomes[0]] += len(which)
                 continue
-            keys, counts = np.unique(codes[which] & plan.rmask, return_counts=True)
+            keys = codes[which] & plan.rmask
+            if plan.fold is not None:
+                f = plan.fold
+                keys |= np.array(f.classes, dtype=np.int64)[(codes[which] >> f.shift) & f.mask]
+            keys, counts = np.unique(keys, return_counts=True)
             for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
                 hits[plan.outcomes[key]] += count
     fires = ex.row_fires
