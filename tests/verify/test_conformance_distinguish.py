@@ -174,3 +174,15 @@ def test_a_sequence_both_configurations_break_alike_does_not_tell_them_apart() -
     assert u.successors[a][inc[0]] == u.successors[broken_alike][inc[0]] == -1
     assert u.tells_apart(a, broken_alike, inc) is False
     assert u.identification(a) == [inc, peek]
+
+
+def test_variants_are_counted_once_per_configuration_they_vary_before_any_is_made() -> None:
+    """400 reachable counts (n = 0..399) of a counter ``n: 0..hi``: each has ``hi`` variants, so
+    400 * hi are counted against the 200 000, by arithmetic, although the universe they would
+    make holds only ``hi + 1`` configurations."""
+    def counter(hi: int) -> Table:
+        return build({"format": 1, "machine": "counter", "states": {"A": {"initial": True}},
+                      "events": {"Up": {}}, "variables": {"n": {"type": "int", "min": 0, "max": hi, "init": 0}},
+                      "transitions": [{"from": "A", "on": "Up", "when": "n < 399", "to": "A", "set": {"n": "n + 1"}}]})
+    assert len(built(counter(500))[0].configs) == 501
+    assert len(built(counter(501))[0].configs) == 400
