@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from agentfsm.verify.conformance import harness
 from agentfsm.verify.conformance.harness import (
     MAX_LINE,
     AdapterDidNotStart,
@@ -64,6 +65,17 @@ def test_parse_many_takes_each_line_for_itself() -> None:
                                                                            {"ok": False}]
     assert parse_many([b'{"ok":true}']) == [{"ok": True}]
     assert parse_many([b'{"ok":true}x', b'{"ok":true}{"ok":true}']) == [b'{"ok":true}x', b'{"ok":true}{"ok":true}']
+
+
+def test_parse_many_remembers_the_objects_of_lines_it_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    known: dict[bytes, Message] = {}
+    first = parse_many([b'{"ok":true}', b"oops", b'{"ok":true}'], known)
+    assert first == [{"ok": True}, b"oops", {"ok": True}] and first[0] is first[2]
+    assert known == {b'{"ok":true}': {"ok": True}}
+    assert parse_many([b'{"ok":true}'], known)[0] is first[0]
+    monkeypatch.setattr(harness, "MEMO_LINES", 2)
+    assert parse_many([b'{"ok":false}', b'{"ok":true,"n":1}'], known) == [{"ok": False}, {"ok": True, "n": 1}]
+    assert list(known) == [b'{"ok":true}', b'{"ok":false}']
 
 
 def test_parse_many_allows_json_whitespace_around_the_object() -> None:
@@ -194,6 +206,16 @@ def test_without_vars_drops_vars_and_passes_the_rest_through() -> None:
     assert transport.stray(0.5) == "late reply (waited 0.5)"
     transport.close()
     assert inner.closed
+
+
+def test_without_vars_leaves_the_inner_reply_as_it_was() -> None:
+    reply: Message = {"ok": True, "state": "S", "vars": {"n": 1}}
+
+    class Remembered(Pending):
+        def receive(self) -> Message:
+            return reply
+    assert WithoutVars(Remembered()).receive() == {"ok": True, "state": "S"}
+    assert reply == {"ok": True, "state": "S", "vars": {"n": 1}}
 
 
 def test_without_vars_over_an_in_process_implementation() -> None:
