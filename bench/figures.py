@@ -68,12 +68,12 @@ def record(name: str, rows: Sequence[Mapping[str, Any]], *, table: str, columns:
 
 
 def cell(value: object) -> str:
-    """A table cell: thousands separated, two decimals below 10, none above; text as it is."""
+    """A table cell: thousands separated, two decimals below 10, one below 100, none above; text as it is."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
-    if isinstance(value, int) or abs(value) >= 10:
+    if isinstance(value, int) or abs(value) >= 100:
         return f"{value:,.0f}"
-    return f"{value:.2f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
 def render(result: Mapping[str, Any]) -> str:

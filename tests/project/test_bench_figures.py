@@ -17,12 +17,12 @@ from conftest import ROOT
 FIGURES = ROOT / "bench" / "figures.py"
 RESULT = {"bench": "speed", "script": "bench/bench_x.py", "date": "2026-12-02", "load": 3.5, "cpus": 2,
           "table": "spec/loom-agent.yaml", "columns": ["contender", "events/s", "× baseline"],
-          "rows": [{"contender": "engine", "events/s": 41234, "× baseline": 1.234},
+          "rows": [{"contender": "engine", "events/s": 41234, "× baseline": 12.34},
                    {"contender": "baseline", "events/s": 33410, "× baseline": 1.0}],
           "note": "Best of 5 rounds."}
 RENDERED = """| contender | events/s | × baseline |
 |---|---|---|
-| engine | 41,234 | 1.23 |
+| engine | 41,234 | 12.3 |
 | baseline | 33,410 | 1.00 |
 
 `make bench` (`bench/bench_x.py`) on spec/loom-agent.yaml, 2026-12-02, load 3.5 on 2 CPUs. Best of 5 rounds.
@@ -58,7 +58,7 @@ def test_a_block_is_rendered_from_its_result_and_then_checks(tmp_path: Path) -> 
 
 
 def test_a_hand_edit_inside_a_block_fails(tmp_path: Path) -> None:
-    edited = RENDERED.replace("1.23", "1.50")
+    edited = RENDERED.replace("12.3", "12.5")
     root = project(tmp_path, f"<!-- bench:speed -->\n{edited}<!-- /bench:speed -->\n")
     done = figures(root, "--check")
     assert done.returncode == 1
