@@ -75,9 +75,10 @@ class Compiled:
     The engine chooses the row itself (every candidate's guard evaluated once, so two
     enabled rows are a determinism error, never resolved by row order) and hands the
     chosen ``Transition`` to ``transitions`` to execute: the state change and any callbacks
-    registered on the machine. Selecting in ``Event.trigger`` instead cost each step a
-    queue, a partial, two callback lists per candidate and an ``EventData`` per condition
-    (bench/bench_runtime.py measures the engine against a bare ``transitions.Machine``).
+    registered on the machine. Selecting in ``Event.trigger`` instead cost each step the
+    event queue, a partial, and per candidate its callback lists and conditions resolved
+    through the machine (bench/bench_runtime.py measures the engine against a bare
+    ``transitions.Machine``).
     """
 
     __slots__ = ("candidates", "machine", "names")
