@@ -23,6 +23,7 @@ from agentfsm.verify.conformance.harness import (
     parse_many,
     parse_reply,
 )
+from conftest import ROOT
 
 
 def failing(kind: str, message: str) -> AdapterFailure:
@@ -240,3 +241,8 @@ def test_an_adapter_that_did_not_start_says_how_and_carries_its_failure(kind: st
     assert error.describe() == (f"the adapter never answered its first reset (it {how}), so no vector was judged: "
                                 f"check the command and what it needs\n  {kind}: no such file: nosuch\n"
                                 "  adapter stderr (last lines):\n    last words")
+
+
+def test_the_docs_say_how_many_reply_lines_a_transport_remembers() -> None:
+    text = " ".join((ROOT / "docs" / "conformance.md").read_text(encoding="utf-8").split())
+    assert f"remembers up to {harness.MEMO_LINES:,} lines" in text
