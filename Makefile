@@ -1,6 +1,7 @@
 # make verify: set up .venv if needed, verify every bundled table, render its diagrams.
 # make test:   lint, type-check and run the test suite.
-# make bench:  speed and memory figures, as ratios to baselines measured in the same run.
+# make bench:  speed and memory figures, as ratios to baselines measured in the same run; ends by
+#               rendering the docs' marked figure blocks from bench/results/ (bench/figures.py).
 # make pg-start / pg-stop: the private PostgreSQL server the shared-store tests use.
 # make temporal-start / temporal-stop: the private Temporal dev server the Temporal tests use.
 SHELL := /bin/bash
@@ -96,6 +97,7 @@ bench: setup
 	$(BIN)/python bench/bench_conform.py
 	$(BIN)/python bench/protocol_walks.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/figures.py
 
 # The HTML report's screenshots in docs/report/ (docs/report.md), taken by its browser tests.
 report-screenshots: setup

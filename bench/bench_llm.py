@@ -24,6 +24,7 @@ from agentfsm.impl.llm.client import LlmChunk, LlmRequest
 from agentfsm.impl.llm.openai import OpenAIClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figures import record
 from llm_aiohttp_baseline import AiohttpClient
 
 EVENTS = 40
@@ -113,11 +114,16 @@ def main() -> None:
     base_whole = statistics.median(t[1] for t in times["aiohttp"])
     print(f"LLM client, {args.requests} streamed replies of {EVENTS} events each, medians "
           "(ratio to the aiohttp client the SDK client replaced):")
+    rows = []
     for name, samples in times.items():
         first = statistics.median(t[0] for t in samples)
         whole = statistics.median(t[1] for t in samples)
         print(f"  {name:8s} first token {first * 1e3:7.3f} ms ({first / base_first:4.2f}x)   "
               f"whole reply {whole * 1e3:7.3f} ms ({whole / base_whole:4.2f}x)")
+        rows.append({"client": name, "first token (ms)": first * 1e3, "first token × aiohttp": first / base_first,
+                     "whole reply (ms)": whole * 1e3, "whole reply × aiohttp": whole / base_whole})
+    record("llm-client", rows, table=f"a local server, {args.requests} streamed replies of {EVENTS} text events",
+           note="Medians, wall time.")
     ratio = statistics.median(t[0] for t in times["sdk"]) / base_first
     print(f"  the SDK client's time to first token is {ratio:.2f}x the aiohttp client's"
           + (" (not slower)" if ratio <= 1.0 else " (slower)"))

@@ -1,7 +1,8 @@
 """Benchmark of the reference engine against bare `transitions` and a plain dict dispatch.
 
 All figures come from the same run and are printed as ratios to the bare
-`transitions.Machine` baseline, so they compare across machines. Workload: a fixed cycle
+`transitions.Machine` baseline, so they compare across machines; rates are in CPU time
+(``time.process_time``), so the machine's other load does not count. Workload: a fixed cycle
 of events through the Loom table that visits every observable state and the transient one.
 
     .venv/bin/python bench/bench_runtime.py [--events N] [--engines N]
@@ -21,6 +22,7 @@ from agentfsm.spec import Table, load_table
 from agentfsm.spec.bundled import bundled_tables
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
+from figures import record
 from transitions import EventData, Machine, State
 
 CYCLE: list[tuple[str, dict[str, Value]]] = [
@@ -113,15 +115,15 @@ class DictDispatch:
 def events_per_second(contenders: dict[str, Callable[[str, tuple[Value, ...]], object]],
                       workload: list[tuple[str, tuple[Value, ...]]], repeat: int,
                       rounds: int = 5) -> dict[str, float]:
-    """Best rate of each contender over interleaved rounds, so drift in machine load hits all alike."""
+    """Best rate in CPU time of each contender over interleaved rounds, so drift in load hits all alike."""
     best = dict.fromkeys(contenders, float("inf"))
     for _ in range(rounds):
         for label, fire in contenders.items():
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(repeat):
                 for name, params in workload:
                     fire(name, params)
-            best[label] = min(best[label], time.perf_counter() - start)
+            best[label] = min(best[label], time.process_time() - start)
     return {label: repeat * len(workload) / seconds for label, seconds in best.items()}
 
 
@@ -172,22 +174,31 @@ def main() -> None:
         "plain dict dispatch": plain.fire,
     }, workload, repeat)
     base = rates["bare transitions.Machine trigger"]
-    print(f"runtime: events/s on the Loom table ({repeat * len(workload)} events per run, best of 5 rounds)")
+    print(f"runtime: events/s (CPU) on the Loom table ({repeat * len(workload)} events per run, best of 5 rounds)")
     for label, rate in rates.items():
         print(f"  {label:44s} {rate:>12,.0f} ev/s   {rate / base:6.2f}x bare transitions")
     ours = rates["Engine.step_values (params tuple)"]
     print(f"  overhead of Engine over bare transitions: {base / ours - 1:+.0%} time per event")
+    record("runtime-rates", [{"contender": label, "events/s (CPU)": round(rate), "× bare transitions": rate / base}
+                             for label, rate in rates.items()],
+           table="spec/loom-agent.yaml", note=f"{repeat * len(workload)} events of a fixed cycle per round, "
+           "best of 5 interleaved rounds.")
 
     print("runtime: construction and memory per engine")
     fresh = load_table(loom.file)
     start = time.perf_counter()
     compiled_machine(fresh)
     print(f"  compiling the shared machine (once per table) {(time.perf_counter() - start) * 1e6:10.1f} us")
+    rows = []
     for count in (1, args.engines):
         for label, make in (("Engine (shared machine)", lambda: Engine(loom)),
                             ("bare transitions.Machine", lambda: BareModel(loom))):
             seconds, size = construction(make, count, rounds=20 if count == 1 else 2)
             print(f"  {count:>6} x {label:26s} {seconds * 1e6:10.1f} us  {size / 1024:9.2f} KiB each")
+            rows.append({"instances": count, "model": label, "µs each (wall)": seconds * 1e6,
+                         "KiB each": size / 1024})
+    record("runtime-construction", rows, table="spec/loom-agent.yaml",
+           note="Best of 20 rounds for one instance, 2 for many; memory from tracemalloc.")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from agentfsm.spec import load_table
 from agentfsm.verify.table.explore import explore
+from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTFSM = str(Path(sys.executable).with_name("agentfsm"))
@@ -76,11 +77,17 @@ def main() -> None:
     print(f"start-up on {args.table.relative_to(ROOT) if args.table.is_relative_to(ROOT) else args.table}, "
           f"median of {args.rounds} interleaved rounds, each command a process from start to exit")
     print(f"{'command':<16} {'cpu s':>6} {'wall s':>7} | {'x spin e2e cpu':>14} {'x spin -a+gcc cpu':>17}")
+    rows = []
     for name, (cpu, wall) in median.items():
         row = f"{name:<16} {cpu:>6.3f} {wall:>7.3f}"
+        rows.append({"command": name, "CPU s": cpu, "wall s": wall})
         if "spin e2e" in median:
             row += f" | {cpu / median['spin e2e'][0]:>14.2f} {cpu / median['spin -a + gcc'][0]:>17.2f}"
+            rows[-1]["× Spin end to end (CPU)"] = cpu / median["spin e2e"][0]
         print(row)
+    record("startup", rows, table=args.table.relative_to(ROOT).as_posix() if args.table.is_relative_to(ROOT)
+           else args.table.name, note=f"Medians of {args.rounds} interleaved rounds, each command a process from "
+           "start to exit; spin e2e is spin -a, gcc -O2 -DNOREDUCE and ./pan.")
     if not have_spin:
         print("spin or gcc not found: no Spin figures")
     print("x: CPU seconds / Spin's (below 1: faster than Spin). spin e2e = spin -a + gcc -O2 -DNOREDUCE + ./pan.")

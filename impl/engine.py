@@ -2,15 +2,16 @@
 
 ``transitions`` builds heavy objects per machine (states, events, transition lists), so
 one machine is compiled per table and cached; each ``Engine`` is a light model object
-(``state`` plus a vars tuple) that the shared machine drives through
-``Event.trigger(model)``. The step is synchronous and pure of I/O (Loom's inversion of
-control): the caller performs the returned actions and feeds events back.
+(``state`` plus a vars tuple) that the shared machine drives. The step is synchronous and
+pure of I/O (Loom's inversion of control): the caller performs the returned actions and
+feeds events back.
 
-Exactly the semantics of ``agentfsm.spec.semantics.step``: conditions are the rows'
-compiled guards, the ``before`` callback of the row that fires checks the candidates
-``transitions`` has not yet tried (so two enabled rows are a determinism error, never
-resolved by row order) and applies ``set`` with the reference ``apply_row``; transient
-states are left within the step by the reference ``settle``.
+Exactly the semantics of ``agentfsm.spec.semantics.step``: the engine evaluates the
+candidate rows' compiled guards (two enabled rows are a determinism error, never resolved
+by row order), computes the chosen row's ``set`` with the reference ``apply_row`` and its
+actions' arguments, leaves transient states with the reference ``settle``, and then has
+``transitions`` execute the row's ``Transition`` on the engine (the state change and the
+machine's callbacks). A step that fails changes nothing.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Row, Table
-from agentfsm.spec.semantics import SemanticError, Status, apply_row, emitted_args, settle
-from transitions import EventData, Machine, State
+from agentfsm.spec.semantics import SemanticError, Status, apply_row, emitted_args, enabled_rows, settle
+from transitions import Event, EventData, Machine, State, Transition
 
 __all__ = ["Anomaly", "Engine", "Outcome", "SemanticError", "UnknownEvent", "compiled_machine"]
 
@@ -56,63 +56,64 @@ class Anomaly:
     vars: Mapping[str, Value]
 
 
-class _Fire:
-    """The ``before`` callback of one (state, event, row): determinism check, ``set``, ``emit``."""
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One row of a (state, event), with what firing it needs: its transition, the source
+    state and event ``transitions`` reports to callbacks, the target (index, transient)."""
 
-    __slots__ = ("later", "row", "table")
-
-    def __init__(self, table: Table, row: Row, later: tuple[Row, ...]) -> None:
-        self.table = table
-        self.row = row
-        self.later = later
-
-    def __call__(self, event_data: EventData) -> None:
-        engine: Engine = event_data.model  # type: ignore[assignment]
-        env = engine._env
-        row = self.row
-        if self.later:
-            clash = [other for other in self.later if other.enabled(env)]
-            if clash:
-                rows = ", ".join(str(r.index) for r in (row, *clash))
-                raise SemanticError("determinism", f"rows {rows} are all enabled for {row.event} in "
-                                    f"{engine.state}", [row, *clash])
-        engine._values = apply_row(self.table, row, env)
-        engine._fired.append(row)
-        engine._actions.extend(row.emit)
-        engine._args.extend(emitted_args(self.table, row, env))
+    row: Row
+    transition: Transition
+    source: State
+    event: Event
+    target: int
+    transient: bool
 
 
-def _condition(row: Row) -> Any:
-    guard = row.guard_fn
-    assert guard is not None
+class Compiled:
+    """A table's shared ``transitions.Machine`` and, per (state, event), its rows beside their transitions.
 
-    def check(event_data: EventData) -> bool:
-        return bool(guard(event_data.model._env))  # type: ignore[attr-defined]
-    return check
+    The engine chooses the row itself (every candidate's guard evaluated once, so two
+    enabled rows are a determinism error, never resolved by row order) and hands the
+    chosen ``Transition`` to ``transitions`` to execute: the state change and any callbacks
+    registered on the machine. Selecting in ``Event.trigger`` instead cost each step the
+    event queue, a partial, and per candidate its callback lists and conditions resolved
+    through the machine (bench/bench_runtime.py measures the engine against a bare
+    ``transitions.Machine``).
+    """
+
+    __slots__ = ("candidates", "machine", "names")
+
+    def __init__(self, table: Table) -> None:
+        states = [State(s.name, final=s.final) for s in table.states]
+        self.machine = machine = Machine(model=None, states=states, initial=table.initial.name,
+                                         auto_transitions=False, send_event=True, ignore_invalid_triggers=True)
+        self.names = tuple(v.name for v in table.variables)
+        self.candidates: dict[tuple[int, str], tuple[Candidate, ...]] = {}
+        for (index, event), rows in table.rows_by_state_event.items():
+            source = table.states[index].name
+            for row in rows:
+                machine.add_transition(event, source, row.target)
+            transitions = machine.events[event].transitions[source]
+            self.candidates[index, event] = tuple(
+                Candidate(row, transition, machine.get_state(source), machine.events[event],
+                          table.state_index[row.target], table.state(row.target).transient)
+                for row, transition in zip(rows, transitions, strict=True))
 
 
-def _build_machine(table: Table) -> Machine:
-    states = [State(s.name, final=s.final) for s in table.states]
-    machine = Machine(model=None, states=states, initial=table.initial.name, auto_transitions=False,
-                      send_event=True, ignore_invalid_triggers=True)
-    for (index, event), rows in table.rows_by_state_event.items():
-        source = table.states[index].name
-        for k, row in enumerate(rows):
-            conditions = [_condition(row)] if row.guard_fn is not None else None
-            machine.add_transition(event, source, row.target, conditions=conditions,
-                                   before=[_Fire(table, row, rows[k + 1:])])
-    return machine
+_COMPILED: weakref.WeakKeyDictionary[Table, Compiled] = weakref.WeakKeyDictionary()
 
 
-_MACHINES: weakref.WeakKeyDictionary[Table, Machine] = weakref.WeakKeyDictionary()
+def compiled(table: Table) -> Compiled:
+    """The one compiled form of ``table`` shared by every engine of it."""
+    found = _COMPILED.get(table)
+    if found is None:
+        found = _COMPILED[table] = Compiled(table)
+    return found
 
 
 def compiled_machine(table: Table) -> Machine:
     """The one ``transitions.Machine`` shared by every engine of ``table``."""
-    machine = _MACHINES.get(table)
-    if machine is None:
-        machine = _MACHINES[table] = _build_machine(table)
-    return machine
+    return compiled(table).machine
 
 
 class Engine:
@@ -123,23 +124,22 @@ class Engine:
     transient) leaves the engine in the configuration it had before the step.
     """
 
-    __slots__ = ("_actions", "_anomalies", "_args", "_env", "_events", "_fired", "_machine", "_values", "state",
-                 "table")
+    __slots__ = ("_anomalies", "_compiled", "_fired", "_values", "state", "table")
 
     def __init__(self, table: Table, state: str | None = None,
                  values: Sequence[Value] | None = None) -> None:
         self.table = table
-        self._machine = compiled_machine(table)
-        self._events = self._machine.events
+        self._compiled = compiled(table)
         self.state = table.initial.name
         self._values: tuple[Value, ...] = table.initial_vars()
         self._anomalies: list[Anomaly] | None = None
-        self._env: tuple[Value, ...] = ()
-        self._actions: list[str] = []
-        self._args: list[tuple[Value, ...]] = []
-        self._fired: list[Row] = []
+        self._fired: tuple[Row, ...] = ()
         if state is not None or values is not None:
             self.restore(state or self.state, values if values is not None else self._values)
+
+    @property
+    def _machine(self) -> Machine:
+        return self._compiled.machine
 
     # -- configuration -------------------------------------------------------------------
 
@@ -198,34 +198,57 @@ class Engine:
         table = self.table
         state = self.state
         index = table.state_index[state]
-        actions = self._actions = []
-        args = self._args = []
-        fired = self._fired = []
+        self._fired = ()
         if table.states[index].final:
             return Outcome(False, state, self.vars, (), "final")
-        values = self._values
-        self._env = (index, *values, *params)
-        fired_ok = False
-        try:
-            fired_ok = self._events[event].trigger(self) if (index, event) in table.rows_by_state_event else False
-            if fired_ok:
-                target = table.state_index[self.state]
-                if table.states[target].transient:
-                    target, self._values = settle(table, target, self._values, fired, actions, args)
-                    self.state = table.states[target].name
-        except BaseException:
-            self.state, self._values = state, values
-            raise
-        finally:
-            self._env = ()
-        if fired_ok:
-            return Outcome(True, self.state, self.vars, tuple(actions), "fired", tuple(args))
+        candidates = self._compiled.candidates.get((index, event))
+        if candidates is not None:
+            values = self._values
+            env = (index, *values, *params)
+            chosen: Candidate | None = None
+            for candidate in candidates:
+                guard = candidate.row.guard_fn
+                if guard is None or guard(env):
+                    if chosen is not None:
+                        enabled = enabled_rows([c.row for c in candidates], env)
+                        rows = ", ".join(str(r.index) for r in enabled)
+                        raise SemanticError("determinism", f"rows {rows} are all enabled for {event} in {state}",
+                                            enabled)
+                    chosen = candidate
+            if chosen is not None:
+                return self._fire(chosen, env)
         unhandled = table.unhandled
         plain = tuple(() for _ in unhandled.emit)
         if unhandled.policy == "ignore":
             return Outcome(True, state, self.vars, unhandled.emit, "ignored", plain)
         self._record(state, event, params)
         return Outcome(False, state, self.vars, unhandled.emit, "rejected", plain)
+
+    def _fire(self, chosen: Candidate, env: tuple[Value, ...]) -> Outcome:
+        """The chosen row's effects, computed first (a failed step changes nothing), then its transition."""
+        table = self.table
+        row = chosen.row
+        args = emitted_args(table, row, env)
+        values = apply_row(table, row, env)
+        fired = [row]
+        actions = list(row.emit)
+        target = chosen.target
+        if chosen.transient:
+            target, values = settle(table, target, values, fired, actions, args)
+        state = self.state
+        try:
+            data = EventData(chosen.source, chosen.event, self._compiled.machine, self, (), {})
+            data.transition = chosen.transition
+            data.result = chosen.transition.execute(data)
+        except BaseException:
+            self.state = state
+            raise
+        if chosen.transient:
+            self.state = table.states[target].name
+        self._values = values
+        self._fired = tuple(fired)
+        return Outcome(True, self.state, dict(zip(self._compiled.names, values, strict=True)), tuple(actions),
+                       "fired", tuple(args))
 
     def _record(self, state: str, event: str, params: tuple[Value, ...]) -> None:
         if self._anomalies is None:
@@ -237,4 +260,4 @@ class Engine:
     @property
     def last_rows(self) -> tuple[Row, ...]:
         """The rows fired by the latest step, in order (for logs and coverage)."""
-        return tuple(self._fired)
+        return self._fired

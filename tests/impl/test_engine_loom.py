@@ -100,6 +100,29 @@ def test_engines_share_one_compiled_machine(loom: Table) -> None:
     assert (a.state, b.state) == ("CallingLlm", "WaitingForUserInput")
 
 
+def test_transitions_executes_the_fired_row_with_the_machines_callbacks() -> None:
+    table = rule_table([{"from": "A", "on": "E", "to": "B", "set": {"x": "1"}}])
+    machine = compiled_machine(table)
+    seen: list[tuple[str, str, str]] = []
+    machine.get_state("B").on_enter.append(lambda data: seen.append((data.event.name, data.transition.source,
+                                                                     data.model.state)))
+    engine = Engine(table)
+    assert engine.step("E").state == "B"
+    assert seen == [("E", "A", "B")]
+
+
+def test_a_failing_callback_leaves_the_engine_unchanged() -> None:
+    table = rule_table([{"from": "A", "on": "E", "to": "B", "set": {"x": "1"}}])
+
+    def refuse(data: object) -> None:
+        raise RuntimeError("refused")
+    compiled_machine(table).get_state("B").on_enter.append(refuse)
+    engine = Engine(table)
+    with pytest.raises(RuntimeError, match="refused"):
+        engine.step("E")
+    assert (engine.state, engine.values, engine.last_rows) == ("A", (0,), ())
+
+
 def test_restore_rejects_impossible_configurations(loom: Table) -> None:
     with pytest.raises(ValueError, match="transient"):
         Engine(loom, "ProcessingLlmResponse")

@@ -11,8 +11,16 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from agentfsm.spec import Table, load_table
-from agentfsm.spec.vectorfile import Vector, read_vectors
-from agentfsm.verify.conformance.conform import Report, Runner, format_report, format_trace, junit_suite, row_coverage
+from agentfsm.spec.vectorfile import REFUSED, Step, Vector, read_vectors
+from agentfsm.verify.conformance.conform import (
+    Report,
+    Requests,
+    Runner,
+    format_report,
+    format_trace,
+    junit_suite,
+    row_coverage,
+)
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
@@ -276,3 +284,12 @@ def test_an_adapter_that_answered_a_reset_and_then_died_is_a_failed_run(capsys: 
     adapter = f"{semantics_adapter()[0]} {ROOT}/tests/adapters/adapter_broken.py crash"
     assert main(["conform", str(LOOM), "--adapter", adapter, "--sets", "rows", "--max-failures", "2"]) == 1
     assert "exited" in capsys.readouterr().out
+
+
+def test_requests_are_encoded_once_per_event_and_typed_values(loom: Table) -> None:
+    steps = (Step("ToolCompleted", {"mutating": True}, REFUSED), Step("ToolCompleted", {"mutating": 1}, REFUSED),
+             Step("ToolCompleted", {"mutating": True}, REFUSED), Step("ToolCompleted", {"mutating": [1]}, REFUSED))
+    messages, lines = Requests(loom).of(Vector("v", "loom-agent", (), steps))
+    assert [json.loads(line)["params"] for line in lines[1:]] == [{"mutating": True}, {"mutating": 1},
+                                                                  {"mutating": True}, {"mutating": [1]}]
+    assert messages[1] is messages[3] and messages[1] is not messages[2]

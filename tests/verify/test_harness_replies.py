@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from agentfsm.verify.conformance import harness
 from agentfsm.verify.conformance.harness import (
     MAX_LINE,
     AdapterDidNotStart,
@@ -22,6 +23,7 @@ from agentfsm.verify.conformance.harness import (
     parse_many,
     parse_reply,
 )
+from conftest import ROOT
 
 
 def failing(kind: str, message: str) -> AdapterFailure:
@@ -64,6 +66,17 @@ def test_parse_many_takes_each_line_for_itself() -> None:
                                                                            {"ok": False}]
     assert parse_many([b'{"ok":true}']) == [{"ok": True}]
     assert parse_many([b'{"ok":true}x', b'{"ok":true}{"ok":true}']) == [b'{"ok":true}x', b'{"ok":true}{"ok":true}']
+
+
+def test_parse_many_remembers_the_objects_of_lines_it_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    known: dict[bytes, Message] = {}
+    first = parse_many([b'{"ok":true}', b"oops", b'{"ok":true}'], known)
+    assert first == [{"ok": True}, b"oops", {"ok": True}] and first[0] is first[2]
+    assert known == {b'{"ok":true}': {"ok": True}}
+    assert parse_many([b'{"ok":true}'], known)[0] is first[0]
+    monkeypatch.setattr(harness, "MEMO_LINES", 2)
+    assert parse_many([b'{"ok":false}', b'{"ok":true,"n":1}'], known) == [{"ok": False}, {"ok": True, "n": 1}]
+    assert list(known) == [b'{"ok":true}', b'{"ok":false}']
 
 
 def test_parse_many_allows_json_whitespace_around_the_object() -> None:
@@ -196,6 +209,16 @@ def test_without_vars_drops_vars_and_passes_the_rest_through() -> None:
     assert inner.closed
 
 
+def test_without_vars_leaves_the_inner_reply_as_it_was() -> None:
+    reply: Message = {"ok": True, "state": "S", "vars": {"n": 1}}
+
+    class Remembered(Pending):
+        def receive(self) -> Message:
+            return reply
+    assert WithoutVars(Remembered()).receive() == {"ok": True, "state": "S"}
+    assert reply == {"ok": True, "state": "S", "vars": {"n": 1}}
+
+
 def test_without_vars_over_an_in_process_implementation() -> None:
     handler = Scripted({"ok": True, "state": "S", "vars": {"n": 2}})
     session = Session(WithoutVars(FunctionTransport(handler)))
@@ -218,3 +241,8 @@ def test_an_adapter_that_did_not_start_says_how_and_carries_its_failure(kind: st
     assert error.describe() == (f"the adapter never answered its first reset (it {how}), so no vector was judged: "
                                 f"check the command and what it needs\n  {kind}: no such file: nosuch\n"
                                 "  adapter stderr (last lines):\n    last words")
+
+
+def test_the_docs_say_how_many_reply_lines_a_transport_remembers() -> None:
+    text = " ".join((ROOT / "docs" / "conformance.md").read_text(encoding="utf-8").split())
+    assert f"remembers up to {harness.MEMO_LINES:,} lines" in text

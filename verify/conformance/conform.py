@@ -368,41 +368,63 @@ class Requests:
         self.reset: Message = {"op": "reset", "machine": table.machine}
         self.reset_line = encode(self.reset)
         self.known: dict[int, tuple[Step, Message, bytes]] = {}
-        self.expected: dict[int, tuple[Message, Message] | None] = {}
+        self.expected: dict[int, Canonical | None] = {}
+        self.encoded: dict[tuple[Any, ...], tuple[Message, bytes]] = {}   # by event and parameter values
 
     def of(self, vector: Vector) -> tuple[list[Message], list[bytes]]:
         messages, lines = [self.reset], [self.reset_line]
         for s in vector.steps:
             found = self.known.get(id(s))
             if found is None or found[0] is not s:
-                message: Message = {"op": "event", "event": s.event, "params": dict(s.params)}
-                found = self.known[id(s)] = (s, message, encode(message))
+                found = self.known[id(s)] = (s, *self._request(s))
                 self.expected[id(s)] = _canonical(s.expect)
             messages.append(found[1])
             lines.append(found[2])
         return messages, lines
 
+    def _request(self, s: Step) -> tuple[Message, bytes]:
+        """A step's request, encoded once per event and parameter values (valid ones repeat a lot).
 
-def _canonical(expect: Expect | Refused) -> tuple[Message, Message] | None:
-    """The exact replies (with vars, without) that pass a step; None for a refusal."""
+        The values' types are part of the key: 1 == True, but they are different requests.
+        """
+        key = (s.event, *s.params.items(), *map(type, s.params.values()))
+        try:
+            return self.encoded[key]
+        except KeyError:
+            pass
+        except TypeError:   # an invalid request's parameter may be a list or an object
+            key = ()
+        message: Message = {"op": "event", "event": s.event, "params": dict(s.params)}
+        made = message, encode(message)
+        if key:
+            self.encoded[key] = made
+        return made
+
+
+Canonical = tuple[Message, Message, tuple[type, ...]]
+
+
+def _canonical(expect: Expect | Refused) -> Canonical | None:
+    """The exact replies (with vars, without) that pass a step, and the types of the vars; None for a refusal."""
     if isinstance(expect, Refused):
         return None
     bare = {"ok": True, "accepted": expect.accepted, "state": expect.state, "actions": list(expect.actions)}
-    return {**bare, "vars": dict(expect.vars)}, bare
+    return {**bare, "vars": dict(expect.vars)}, bare, tuple(map(type, expect.vars.values()))
 
 
-def _as_expected(reply: Message, canonical: tuple[Message, Message] | None) -> bool:
+def _as_expected(reply: Message, canonical: Canonical | None) -> bool:
     """Whether a reply is exactly one that passes (the common case, checked at C speed); else judge it in full."""
     if canonical is None:
         return reply.get("ok") is False
-    full, bare = canonical
+    full, bare, types = canonical
     if reply == bare:
         return True
     if reply != full:
         return False
-    # == takes true for 1: the types must match too.
+    # == takes true for 1: the types must match too (at C speed when the vars come in declared order).
     values, expected = reply["vars"], full["vars"]
-    return all(type(values[name]) is type(value) for name, value in expected.items())
+    return tuple(map(type, values.values())) == types or all(
+        type(values[name]) is type(value) for name, value in expected.items())
 
 
 def _where(vector: Vector, awaiting: int) -> str:

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from agentfsm.spec.expr import Value
 
 MAX_LINE = 1 << 20
+MEMO_LINES = 1 << 14   # distinct reply lines a transport keeps parsed (an adapter repeats few replies)
 STDERR_LINES = 20
 QUIT_GRACE = 1.0
 STARTUP_GRACE = 10.0   # seconds added to the timeout for a fresh adapter's first reply
@@ -133,6 +134,7 @@ class ProcessTransport:
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self.replies: deque[bytes] = deque()       # lines read, not parsed yet
         self.parsed: deque[Message | bytes] = deque()   # parsed (or, when not JSON objects, raw) in order
+        self.known: dict[bytes, Message] = {}   # reply lines parsed before (their replies are read-only)
         self.partial = b""
         self.err_partial = b""
         self.outbox = bytearray()
@@ -263,7 +265,7 @@ class ProcessTransport:
             self._pump(left)
         self.answered = True
         if not self.parsed:
-            self.parsed.extend(parse_many(list(self.replies)))
+            self.parsed.extend(parse_many(list(self.replies), self.known))
             self.replies.clear()
         reply = self.parsed.popleft()
         if isinstance(reply, bytes):
@@ -329,16 +331,29 @@ class ProcessTransport:
         self.kill()
 
 
-def parse_many(lines: list[bytes]) -> list[Message | bytes]:
+def parse_many(lines: list[bytes], known: dict[bytes, Message] | None = None) -> list[Message | bytes]:
     """Reply lines parsed, each on its own; a line that is not one JSON object, or is longer
-    than ``MAX_LINE``, stays raw (``receive`` reports it)."""
+    than ``MAX_LINE``, stays raw (``receive`` reports it).
+
+    ``known`` remembers the objects of lines parsed before (up to ``MEMO_LINES`` of them):
+    an adapter answers a long run with few distinct lines, and a dictionary lookup costs a
+    fraction of a parse. The same line then gives the same object, so replies are read-only.
+    """
     out: list[Message | bytes] = []
     for line in lines:
+        if known is not None and (reply := known.get(line)) is not None:
+            out.append(reply)
+            continue
         try:
             reply = json_value(line) if len(line) <= MAX_LINE else None
         except ValueError:
             reply = None
-        out.append(reply if isinstance(reply, dict) else line)
+        if isinstance(reply, dict):
+            out.append(reply)
+            if known is not None and len(known) < MEMO_LINES:
+                known[line] = reply
+        else:
+            out.append(line)
     return out
 
 
@@ -414,9 +429,7 @@ class WithoutVars:
         self.inner.send(messages, lines)
 
     def receive(self) -> Message:
-        reply = self.inner.receive()
-        reply.pop("vars", None)
-        return reply
+        return {key: value for key, value in self.inner.receive().items() if key != "vars"}
 
     def request(self, message: Message) -> Message:
         self.send([message])
