@@ -44,6 +44,7 @@ from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table import explore as explore_module
 from agentfsm.verify.table.checks import Verdict, run_checks
 from agentfsm.verify.table.explore import Exploration, explore
+from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -341,11 +342,42 @@ def main() -> None:
         one(args.one, args.scalar)
         return
     have_spin = spin.available()
-    narrow(args.max, have_spin)
-    wide(args.wide, have_spin)
+    narrow_rows = narrow(args.max, have_spin)
+    wide_rows = wide(args.wide, have_spin)
     threshold()
+    if have_spin:
+        record_series(narrow_rows, wide_rows)
     if args.past:
-        past_dense(args.past)
+        record_past_dense(past_dense(args.past), args.past)
+
+
+def record_series(narrow_rows: list[dict[str, float]], wide_rows: list[dict[str, float]]) -> None:
+    """The docs' tables (bench/figures.py): `agentfsm verify` as a user runs it beside Spin end
+    to end, and the exploration beside pan's search, in CPU seconds."""
+    record("verify-narrow", [{
+        "configurations": int(r["configurations"]), "explore CPU-s": r["explore"], "pan -DNOREDUCE CPU-s": r["pan"],
+        "× pan": r["explore"] / r["pan"], "verify CPU-s": r["cli"], "Spin end to end CPU-s": r["spin_e2e"],
+        "× Spin": r["cli"] / r["spin_e2e"]} for r in narrow_rows],
+        table="spec/loom-agent.yaml grown with --set max_retries=N", note="Least of interleaved rounds; "
+        "verify: the `agentfsm verify` process, start to exit; Spin end to end: spin -a, gcc -O2, pan.")
+    record("verify-wide", [{
+        "configurations": int(r["configurations"]), "verify CPU-s": r["verify_cpu"],
+        "Spin end to end CPU-s": r["spin_e2e_cpu"], "× Spin": r["x_e2e_cpu"], "verify peak MB": r["verify_peak_mb"],
+        "pan MB": r["pan_mb"], "× pan's memory": r["x_peak"]} for r in wide_rows],
+        table="tests/tables/wide-counters.yaml grown with --set n=N", note="Best of interleaved rounds; "
+        "verify: the `agentfsm verify` process, start to exit, and its peak resident memory; pan MB: pan's "
+        "total actual memory usage (-DNOREDUCE).")
+
+
+def record_past_dense(rows: list[dict[str, float]], n: int) -> None:
+    table = []
+    for kind, name in ((1.0, "hash table (before)"), (0.0, "array (shipped)")):
+        mine = [r for r in rows if r["hashed"] == kind]
+        count, cpu, peak = mine[0]["configurations"], min(r["cpu"] for r in mine), min(r["peak"] for r in mine)
+        table.append({"visited set": name, "configurations": int(count), "CPU-s": cpu,
+                      "µs per configuration": cpu / count * 1e6, "peak bytes per configuration": peak / count})
+    record("visited-past-2-24", table, table=f"tests/tables/wide-counters.yaml, n={n} (codes of 25 bits)",
+           note="Exploration only, fresh interpreters.")
 
 
 if __name__ == "__main__":
