@@ -47,6 +47,9 @@ from agentfsm.verify.table.explore import Exploration, explore
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
+# The console script: `python -m agentfsm.cli` run from the repository's root would import the
+# agentfsm/ folder there instead of the installed package and its mapped subpackages.
+AGENTFSM = str(Path(sys.executable).parent / "agentfsm")
 LOOM = ROOT / "spec" / "loom-agent.yaml"
 WIDE = ROOT / "tests" / "tables" / "wide-counters.yaml"
 WIDE_SIZES = {500_000: 34, 1_300_000: 47, 2_000_000: 54, 6_800_000: 82}   # about that many configurations: n
@@ -96,7 +99,7 @@ def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
     exit: CPU seconds (``by_value``: through this file, with the baseline's memo)."""
     words = ["verify", *(w for name, value in sets.items() for w in ("--set", f"{name}={value}")), str(LOOM)]
     args = ([sys.executable, __file__, "--cli-by-value", *words] if by_value
-            else [sys.executable, "-m", "agentfsm.cli", *words])
+            else [AGENTFSM, *words])
     before = children_cpu()
     subprocess.run(args, check=True, capture_output=True)
     return children_cpu() - before
@@ -191,7 +194,7 @@ def as_a_user_runs_it(n: int) -> tuple[float, int]:
     (user + system) and peak resident bytes, from the kernel's accounting of that child.
     Bytecode is cached, as an installed package has it, even where PYTHONDONTWRITEBYTECODE is set."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    child = subprocess.Popen([sys.executable, "-m", "agentfsm.cli", "verify", str(WIDE), "--set", f"n={n}",
+    child = subprocess.Popen([AGENTFSM, "verify", str(WIDE), "--set", f"n={n}",
                               "--max-configurations", str(LIMIT)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(child.pid, 0)
@@ -342,8 +345,10 @@ def main() -> None:
         one(args.one, args.scalar)
         return
     have_spin = spin.available()
-    narrow_rows = narrow(args.max, have_spin)
+    # The wide series first: a child's peak memory (wait4's ru_maxrss) starts from this process's
+    # size when it forks, and the narrow series explores in this process.
     wide_rows = wide(args.wide, have_spin)
+    narrow_rows = narrow(args.max, have_spin)
     threshold()
     if have_spin:
         record_series(narrow_rows, wide_rows)
