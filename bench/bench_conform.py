@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -30,6 +28,7 @@ from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.conform import Runner
 from agentfsm.verify.conformance.harness import ProcessTransport, Transport, encode
 from agentfsm.verify.conformance.vectors import generate_extended
+from cpu import children_cpu, process_cpu
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,19 +43,6 @@ def stream(vectors: list[Vector]) -> tuple[bytes, int]:
         lines.append(encode(RESET))
         lines.extend(encode({"op": "event", "event": s.event, "params": dict(s.params)}) for s in vector.steps)
     return b"".join(lines), len(lines)
-
-
-def adapter_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a live or not yet reaped process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def direct(argv: list[str], data: bytes, count: int) -> float:
     """CPU seconds (adapter and this process) to pipe the stream straight in and read every reply.
 
@@ -67,7 +53,7 @@ def direct(argv: list[str], data: bytes, count: int) -> float:
     proc.stdin.write(encode(RESET))
     reader = proc.stdout
     reader.readline()
-    started, mine = adapter_cpu(proc.pid), time.process_time()
+    started, mine = process_cpu(proc.pid), time.process_time()
     writer = threading.Thread(target=lambda: (proc.stdin.write(data), proc.stdin.close()))  # type: ignore[union-attr]
     writer.start()
     left, buffered = count, b""
@@ -79,7 +65,7 @@ def direct(argv: list[str], data: bytes, count: int) -> float:
         *done, buffered = buffered.split(b"\n")
         left -= len(done)
     writer.join()
-    seconds = adapter_cpu(proc.pid) - started + time.process_time() - mine
+    seconds = process_cpu(proc.pid) - started + time.process_time() - mine
     proc.wait(timeout=10)
     return seconds
 
@@ -97,7 +83,7 @@ def harnessed(table: Table, argv: list[str], vectors: list[Vector]) -> tuple[flo
         return made.pop() if made else ProcessTransport(argv, 30.0)
 
     before, mine = children_cpu(), time.process_time()
-    started = adapter_cpu(first.proc.pid)
+    started = process_cpu(first.proc.pid)
     report = Runner(table, connect).run(vectors)
     mine = time.process_time() - mine
     return children_cpu() - before - started + mine, report.ok

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 from agentfsm.faults.protocol_audit import Auditor
+from cpu import children_cpu
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,12 +26,6 @@ replies:
   - - {tool_call: {name: run_command, arguments: {argv: [sh, -c, "echo t1 >> ledger"]}}}
     - {tool_call: {name: run_command, arguments: {argv: [sh, -c, "echo t2 >> ledger"]}}}
 """
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
 
 def one_run(folder: Path, logged: bool) -> float:
     folder.mkdir()

@@ -41,6 +41,7 @@ from agentfsm.impl.temporal.worker import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import Served, pool_served
+from cpu import process_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -51,13 +52,6 @@ def started(script: str, env: str) -> str:
         return os.environ[env]
     done = subprocess.run([str(ROOT / "scripts" / script), "start"], capture_output=True, text=True, check=True)
     return done.stdout.strip().splitlines()[-1]
-
-
-def process_cpu(pid: int) -> float:
-    """A running process's processor seconds so far (user and system, all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def temporal_served(address: str, runs: int, workers: int, ledger: Path) -> Served:
     queue = f"bench-{uuid.uuid4().hex[:10]}"

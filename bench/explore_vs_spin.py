@@ -44,6 +44,7 @@ from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table import explore as explore_module
 from agentfsm.verify.table.checks import Verdict, run_checks
 from agentfsm.verify.table.explore import Exploration, explore
+from cpu import children_cpu
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,13 +73,6 @@ def loom_grown(size: int) -> Table:
     small, large = (explore(load_table(LOOM, {"max_retries": r, "max_tools": 2})).count for r in (10, 20))
     per_retry = (large - small) / 10
     return load_table(LOOM, {"max_retries": max(1, round(10 + (size - small) / per_retry)), "max_tools": 2})
-
-
-def children_cpu() -> float:
-    """User + system seconds of this process's waited-for children so far."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
-
 
 def explore_cpu(table: Table, by_value: bool) -> tuple[Exploration, float]:
     """Explore in this process: CPU seconds; ``by_value``: the memo keyed by value only
