@@ -60,8 +60,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# The suite on every CPU (pytest-xdist); PYTEST_JOBS=0 runs it in one process.
+PYTEST_JOBS ?= auto
 test: lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_JOBS)
 
 # The exhaustive runs kept out of make test (mutation score of every bundled table, the mutation
 # run over the project's own code: docs/testing.md, ...), then

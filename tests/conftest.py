@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from agentfsm.spec import Table, load_table
 from hypothesis import settings
+from private_server import Stopper
 
 # make test is derandomised: the same examples every run, so a planted bug the oracle tests
 # catch is caught on every run and a red run reproduces. make test-slow adds a run on fresh
@@ -22,6 +23,8 @@ settings.load_profile("derandomised")
 # In CI (CI=true, or AGENTFSM_CI=1) nothing may skip: a test that needs node, npm, spin, dot
 # or PostgreSQL and skips would be a green run that tested nothing, so there each skip is a
 # failure. A skip is allowed only on a developer's machine, and the summary says so.
+STOPPER = pytest.StashKey[Stopper]()
+
 IN_CI = os.environ.get("CI", "").lower() == "true" or os.environ.get("AGENTFSM_CI") == "1"
 
 
@@ -40,6 +43,23 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if skipped:
         terminalreporter.write_line(f"{skipped} test(s) skipped: allowed only on a developer's machine; "
                                     "in CI (CI=true or AGENTFSM_CI=1) each is a failure", yellow=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``pytest -n``, the controlling process notes which private servers are down, to stop
+    those its workers start (tests/private_server.py)."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        from pg_support import SERVER as PG
+        from temporal_support import SERVER as TEMPORAL
+        stopper = Stopper((PG, TEMPORAL))
+        stopper.begin()
+        config.stash[STOPPER] = stopper
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stopper = config.stash.get(STOPPER, None)
+    if stopper is not None:
+        stopper.end()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -56,10 +56,29 @@ class PrivateServer:
 
 @contextmanager
 def for_the_session(server: PrivateServer) -> Iterator[str]:
-    """The server's address for a session fixture; a private server the tests started is stopped after."""
-    ours = not os.environ.get(server.env) and not server.running()
+    """The server's address for a session fixture; a private server the tests started is stopped
+    after. Under ``pytest -n`` a worker never stops it (another worker may still use it): the
+    controlling process's ``Stopper`` does, once every worker is done."""
+    ours = not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(server.env) and not server.running()
     try:
         yield server.address()
     finally:
         if ours:
             server.stop()
+
+
+@dataclass
+class Stopper:
+    """Stops, when the whole test run ends, the private servers its tests started: those no
+    environment variable names and that were not running when the run began (a developer's
+    own server is left alone)."""
+    servers: tuple[PrivateServer, ...]
+    down: list[PrivateServer] = field(default_factory=list)
+
+    def begin(self) -> None:
+        self.down = [s for s in self.servers if not os.environ.get(s.env) and not s.running()]
+
+    def end(self) -> None:
+        for server in self.down:
+            if server.running():
+                server.stop()
