@@ -34,6 +34,7 @@ from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.expr import Value
 
 TABLE = load_table_bytes(COUNTER_TABLE.encode(), "counter.yaml")
+STUCK = 120.0   # seconds a process may run between two calls before the walk calls it stuck
 Request = tuple[str, int]   # the call a parked process makes next: (the model's event, the token; 0 for a claim)
 
 
@@ -59,7 +60,8 @@ class Process:
         self.store = real.store.reopen()
         self._thread = threading.Thread(target=self._main, name=f"walk {self.owner}", daemon=True)
         self._thread.start()
-        self._parked.acquire()
+        if not self._parked.acquire(timeout=STUCK):
+            raise RuntimeError(f"{self.owner}'s process neither made a call nor ended within {STUCK:g} s")
 
     @property
     def ended(self) -> bool:
@@ -78,7 +80,8 @@ class Process:
         """The scheduler: let the parked call happen; the process runs to its next call, or ends."""
         self.answer = None
         self._go.release()
-        self._parked.acquire()
+        if not self._parked.acquire(timeout=STUCK):
+            raise RuntimeError(f"{self.owner}'s process neither made a call nor ended within {STUCK:g} s")
         return self.answer
 
     def kill(self) -> None:
@@ -88,7 +91,7 @@ class Process:
 
     def _main(self) -> None:
         gate = GatedStore(self)
-        log = ProtocolLog(None, "")
+        log = ProtocolLog(self.real.log.path, self.owner)   # the runtime's protocol log, as the process writes it
         lease: Lease | None = None
         try:
             lease = ownership.claim_run(gate, self.real.run_id, self.owner, self.real.seconds, log)
@@ -110,6 +113,8 @@ class Process:
         finally:
             if lease is not None:
                 gate.release(lease)
+                log.released(lease)
+            log.close()
             self.store.close()
             self._parked.release()
 
@@ -254,6 +259,9 @@ class RuntimeProtocol(RealProtocol):
     def close(self) -> None:
         for process in self.processes.values():
             process.kill()
+
+    def release(self, who: int, token: int) -> None:
+        """The completing process released the run itself, at its end."""
 
     # -- the store's and the tool's steps: the parked call happens --------------------------
 

@@ -95,8 +95,9 @@ def decision_applied_twice(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(DurableRun, "decision_entry", decision_entry)
 
 
-# A plant the walks of the store and the tool cannot show (they drive no decision): the audit of
-# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py).
+# A plant the walks with the scheduler's own workers cannot show (they drive no decision): the audit of
+# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py), and so do the walks
+# whose workers are the runtime's processes (agentfsm.faults.runtime_walk).
 RUNTIME_PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {"decision-applied-twice": decision_applied_twice}
 
 

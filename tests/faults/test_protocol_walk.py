@@ -160,7 +160,7 @@ CAUGHT_BY_THE_RUNTIME = {
     "journal-unfenced": "worker[1] takes Rejected", "tool-unfenced": "tool takes Run",
     "status-unfenced": "tool takes Run", "claim-ignores-owner": "store takes Claim",
     "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim",
-    "lease-not-renewed-while-a-tool-runs": "store takes Claim", "decision-applied-twice": "worker[0] takes Ack",
+    "lease-not-renewed-while-a-tool-runs": "store takes Claim", "decision-applied-twice": "store takes Claim",
     "resume-takes-no-claim": "worker[1] takes Refused", "status-under-old-token": "environment -> worker[0]: AskStatus"}
 
 
@@ -212,3 +212,25 @@ def test_a_walk_of_the_runtime_leaves_no_process_running(sqlite: SqliteStore) ->
     before = threading.active_count()
     runtime_walks(sqlite, range(5))
     assert threading.active_count() == before
+
+
+def test_the_runtime_processes_own_logs_of_the_walks_are_explained(sqlite: SqliteStore, tmp_path: Path) -> None:
+    """The protocol log the runtime's processes write (claim_run, LoggedStore, their release) is
+    explained by the audit of real runs, walk after walk."""
+    log = tmp_path / "runtime.jsonl"
+    for seed in range(12):
+        real = RuntimeProtocol(sqlite, MemoryLedger(), f"runtime-{seed}", log=ProtocolLog(log, "scheduler"))
+        assert walk(SYSTEM, real, seed, LENGTH, Walked()) is None
+    verdict = Auditor().audit_log(log)
+    assert verdict.windows >= 8 and verdict.ok, verdict.unexplained
+
+
+def test_a_decision_applied_twice_in_the_walks_is_caught_from_the_runtimes_own_log(
+        sqlite: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk that catches the plant leaves a log the audit does not explain either."""
+    RUNTIME_PLANTS["decision-applied-twice"](monkeypatch)
+    log = tmp_path / "runtime.jsonl"
+    real = RuntimeProtocol(sqlite, MemoryLedger(), "runtime", log=ProtocolLog(log, "scheduler"))
+    assert walk(SYSTEM, real, 0, LENGTH, Walked()) is not None
+    verdict = Auditor().audit_log(log)
+    assert len(verdict.unexplained) == 1 and "WriteStarted" in verdict.unexplained[0], verdict.unexplained
