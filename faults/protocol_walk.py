@@ -142,9 +142,8 @@ class RealProtocol:
         """Why the real code cannot take this fault of worker ``who`` now ('': it can)."""
         return ""
 
-    def finish(self, who: int) -> str:
+    def finish(self, who: int) -> None:
         """The tool's call returns: the ledger's line was written at ``Run``."""
-        return ""
 
     def close(self) -> None:
         """The walk ended: nothing of the scheduler's own is left running."""

@@ -28,7 +28,7 @@ from agentfsm.impl.durable import ownership
 from agentfsm.impl.durable.ledger import Fenced, Ledger, LedgerTool
 from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, Options, StatusReply
-from agentfsm.impl.stores.journal import COMPLETED, JSON, STARTED, Conflict, Entry, Loaded, Record
+from agentfsm.impl.stores.journal import COMPLETED, JSON, STARTED, Conflict, Entry, JournalError, Loaded, Record
 from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.expr import Value
@@ -111,12 +111,16 @@ class Process:
         except Exception as exc:   # the walk reports it as the real code's answer
             self.stopped = f"{type(exc).__name__}: {exc}"
         finally:
-            if lease is not None:
-                gate.release(lease)
-                log.released(lease)
-            log.close()
-            self.store.close()
-            self._parked.release()
+            try:
+                self.stopped = self.stopped or "stopped"
+                if lease is not None:   # as Ownership.close: given back, a lost lease's release changes nothing
+                    with contextlib.suppress(JournalError):
+                        gate.release(lease)
+                        log.released(lease)
+                log.close()
+                self.store.close()
+            finally:
+                self._parked.release()
 
 
 class GatedStore:
@@ -255,6 +259,7 @@ class RuntimeProtocol(RealProtocol):
         emitted.deliver("Tick")
         self.key = next(iter(emitted.st.effects))
         self.processes: dict[int, Process] = {}
+        self.completed_at: int | None = None   # the token the effect's completion was acknowledged under
 
     def close(self) -> None:
         for process in self.processes.values():
@@ -288,12 +293,11 @@ class RuntimeProtocol(RealProtocol):
     def status(self, token: int, who: int = 0) -> Answer:
         return self._call(who, ("Status", token)) or ("nothing", ())
 
-    def finish(self, who: int) -> str:
+    def finish(self, who: int) -> None:
+        """The tool's call returns to the process that made it (parked there since ``Run``)."""
         process = self.processes.get(who)
-        if process is None or process.ended or process.request is None or process.request[0] != "Finish":
-            return ""   # its process crashed: nobody waits for the tool's return
-        process.resume()
-        return ""
+        if process is not None and process.request is not None and process.request[0] == "Finish":
+            process.resume()
 
     # -- the workers' steps: the real process's next call is the model's message ---------------
 
@@ -331,7 +335,7 @@ class RuntimeProtocol(RealProtocol):
     def _finished_token(self, answer: Answer | None) -> Answer:
         """A claim on a finished run: the model's store grants it without a new epoch (the token of
         the completing claim); the real store counts every claim. The journal state is compared."""
-        if answer is not None and answer[0] == "Granted" and answer[1][1] == 2 and hasattr(self, "completed_at"):
+        if answer is not None and answer[0] == "Granted" and answer[1][1] == 2 and self.completed_at is not None:
             return ("Granted", (self.completed_at, 2))
         return answer or ("nothing", ())
 
