@@ -233,3 +233,16 @@ def test_a_decision_applied_twice_in_the_walks_is_caught_from_the_runtimes_own_l
     assert walk(SYSTEM, real, 0, LENGTH, Walked()) is not None
     verdict = Auditor().audit_log(log)
     assert len(verdict.unexplained) == 1 and "WriteStarted" in verdict.unexplained[0], verdict.unexplained
+
+
+def test_a_claim_on_a_finished_run_differs_by_its_token_only(sqlite: SqliteStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The difference of abstraction the runtime's walks map (docs/durability.md): compared as they
+    are, the real store's grant on a finished run carries a new token, the model's the completing
+    claim's; the journal state is the same."""
+    monkeypatch.setattr(RuntimeProtocol, "_finished_token", lambda self, answer: answer)
+    found = runtime_walks(sqlite, range(RUNTIME_WALKS))
+    assert found, "no walk claimed a finished run"
+    first = found[0]
+    assert first.label.startswith("store takes Claim"), str(first)
+    assert first.model.endswith(", 2)") and first.real.endswith(", 2)") and first.model != first.real, str(first)
