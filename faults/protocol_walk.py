@@ -46,8 +46,14 @@ Answer = tuple[str, tuple[Value, ...]]   # the message the step sends back: (eve
 class RealProtocol:
     """One run on a real store and a real ledger, as the model's store and tool instances."""
 
+    claims_after_finish = False
+    """Whether the walk takes the claims the model's store grants on a finished run (a process
+    that claims releases the run at its end: only the runtime's processes do)."""
+    drives_workers = False
+    """Whether real code takes the workers' steps (the runtime's processes) or the scheduler does."""
+
     def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0,
-                 log: ProtocolLog | None = None) -> None:
+                 log: ProtocolLog | None = None, create: bool = True) -> None:
         """``log``: the runtime's protocol log, written by the real code as a process writes it
         (claims, fenced writes through ``LoggedStore``, releases)."""
         self.store = store
@@ -55,13 +61,15 @@ class RealProtocol:
         self.run_id = run_id
         self.seconds = lease_seconds
         self.log = log or ProtocolLog(None, "")
-        store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
+        self.key = KEY
+        if create:
+            store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
 
     def _lease(self, who: int, token: int) -> Lease:
         return Lease(self.run_id, "", token, f"worker-{who}", self.seconds, owned=True)
 
     def journal(self) -> int:
-        kinds = [r.kind for r in self.store.records(self.run_id) if r.body.get("key") == KEY]
+        kinds = [r.kind for r in self.store.records(self.run_id) if r.body.get("key") == self.key]
         return 2 if COMPLETED in kinds else 1 if STARTED in kinds else 0
 
     def claim(self, who: int) -> Answer:
@@ -103,8 +111,8 @@ class RealProtocol:
         self.log.note(self.run_id, "release", token=token, owner=f"worker-{who}")
 
     def write(self, kind: str, who: int, token: int) -> Answer:
-        body = {"key": KEY, "attempt": 1, "retry": False} if kind == STARTED else \
-            {"key": KEY, "outcome": "completed", "result": None, "via": "run"}
+        body = {"key": self.key, "attempt": 1, "retry": False} if kind == STARTED else \
+            {"key": self.key, "outcome": "completed", "result": None, "via": "run"}
         try:
             LoggedStore(self.store, self._lease(who, token), self.log).append(
                 self.run_id, self.store.version(self.run_id), [Entry(kind, body, time.time())])
@@ -112,16 +120,33 @@ class RealProtocol:
             return "Rejected", ()
         return "Ack", ()
 
-    def run(self, token: int) -> Answer | None:
+    def run(self, token: int, who: int = 0) -> Answer | None:
         try:
-            self.ledger.execute(KEY, token)
+            self.ledger.execute(self.key, token)
         except Fenced:
             return "ToolRefused", ()
         return None
 
-    def status(self, token: int) -> Answer:
-        self.ledger.fence(KEY, token)
-        return ("StatusDone", ()) if self.ledger.executions()[KEY] else ("StatusNotRun", ())
+    def status(self, token: int, who: int = 0) -> Answer:
+        self.ledger.fence(self.key, token)
+        return ("StatusDone", ()) if self.ledger.executions()[self.key] else ("StatusNotRun", ())
+
+    def worker(self, who: int, event: str, sent: Answer | None, idle: bool) -> str:
+        """A worker's own step: the scheduler plays the worker here, so it agrees ('')."""
+        return ""
+
+    def crash(self, who: int) -> None:
+        """A worker crashes: the scheduler played it, nothing real stops."""
+
+    def outside(self, kind: str, who: int) -> str:
+        """Why the real code cannot take this fault of worker ``who`` now ('': it can)."""
+        return ""
+
+    def finish(self, who: int) -> None:
+        """The tool's call returns: the ledger's line was written at ``Run``."""
+
+    def close(self) -> None:
+        """The walk ended: nothing of the scheduler's own is left running."""
 
 
 @dataclass(frozen=True)
@@ -170,46 +195,79 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
     walk's records as a program logs them (the real answers; ``spec/systems/audit/`` maps them)."""
     rng = random.Random(seed)
     stepper = Stepper(system)
-    store, tool = system.instance("store").index, system.instance("tool").index
     config = initial_config(system)
     done: list[tuple[Label, Config, Effect]] = []
     walked.walks += 1
-    for n in range(1, length + 1):
-        choices = []
-        for label, after, effect in stepper.successors(config):
-            if after is config:
-                continue   # a step that failed: no successor
-            why = _outside(system, config, after, label)
-            if why:
-                walked.avoided[why] = walked.avoided.get(why, 0) + 1
-            else:
-                choices.append((label, after, effect))
-        if not choices:
-            return None
-        label, after, effect = rng.choices(choices, [_WEIGHTS.get(c[0][0], 1.0) for c in choices])[0]
-        kind, i, event, params, _ = label
-        done.append((label, after, effect))
-        walked.steps += 1
-        if seen is not None:
-            seen.add(after)
-        model = actual = _sent(effect)
-        if kind in ("deliver", "env") and i in (store, tool):
-            real_call = _CALLS.get(event)
-            actual = real_call(real, params) if real_call is not None else model
-            walked.checked += real_call is not None
-        if log is not None and kind in ("deliver", "env") and effect.status == "fired":
-            log.append(_record(system, label, actual))
-        if actual != model:
-            return Divergence(seed, n, label_text(system, label), _shown(model), _shown(actual), tuple(done))
-        live = _live(system, after)
-        if kind == "env" and event == "Expire":
-            real.lapse()
-        elif i == store and _lease_ended(system, config, after):
-            real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
-        elif live is not None and rng.random() < _TICKS:
-            real.tick(live, _running(system, after))
-        config = after
+    try:
+        for n in range(1, length + 1):
+            choices = []
+            for label, after, effect in stepper.successors(config):
+                if after is config:
+                    continue   # a step that failed: no successor
+                why = _outside(system, config, after, label, real.claims_after_finish) or \
+                    _real_outside(system, real, label)
+                if why:
+                    walked.avoided[why] = walked.avoided.get(why, 0) + 1
+                else:
+                    choices.append((label, after, effect))
+            if not choices:
+                return None
+            label, after, effect = rng.choices(choices, [_WEIGHTS.get(c[0][0], 1.0) for c in choices])[0]
+            done.append((label, after, effect))
+            walked.steps += 1
+            if seen is not None:
+                seen.add(after)
+            found = _perform(system, real, label, config, after, effect, walked, log)
+            if found is not None:
+                model, actual = found
+                return Divergence(seed, n, label_text(system, label), model, actual, tuple(done))
+            _time_passes(system, real, label, config, after, rng)
+            config = after
+        return None
+    finally:
+        real.close()
+
+
+def _perform(system: System, real: RealProtocol, label: Label, config: Config, after: Config, effect: Effect,
+             walked: Walked, log: list[dict[str, JSON]] | None) -> tuple[str, str] | None:
+    """One model step done on the real code; (the model's message, the real one) where they differ."""
+    kind, i, event, params, _ = label
+    store, tool = system.instance("store").index, system.instance("tool").index
+    inst = system.instances[i]
+    model = actual = _sent(effect)
+    if kind == "crash" and inst.group == "worker":
+        real.crash(inst.member)
+    elif kind in ("deliver", "env") and i in (store, tool):
+        real_call = _CALLS.get(event)
+        actual = real_call(real, params) if real_call is not None else model
+        walked.checked += real_call is not None
+        if event == "Finish":
+            real.finish(int(params[0]))
+    elif kind in ("deliver", "env") and inst.group == "worker" and effect.status == "fired":
+        state = inst.table.states[after[0][i][0]].name
+        differs = real.worker(inst.member, event, model, state in ("Idle", "Done"))
+        walked.checked += real.drives_workers
+        if differs:
+            return _shown(model) if model is not None else f"nothing ({state})", differs
+    if log is not None and kind in ("deliver", "env") and effect.status == "fired":
+        log.append(_record(system, label, actual))
+    if actual != model:
+        return _shown(model), _shown(actual)
     return None
+
+
+def _time_passes(system: System, real: RealProtocol, label: Label, before: Config, after: Config,
+                 rng: random.Random) -> None:
+    """After a step: the lease runs out (``Expire``), is given back (the completing write), or, now
+    and then, a third of it passes with its live owner renewing."""
+    kind, i, event, params, _ = label
+    live = _live(system, after)
+    if kind == "env" and event == "Expire":
+        real.lapse()
+    elif i == system.instance("store").index and _lease_ended(system, before, after):
+        real.release(int(params[0]), int(params[1]))   # the completing write's owner, at its end
+    elif live is not None and rng.random() < _TICKS:
+        real.tick(live, _running(system, after))
 
 
 _ANSWERS = {"Granted": "granted", "Refused": "refused", "Ack": "ack", "Rejected": "rejected",
@@ -266,9 +324,14 @@ _CALLS: dict[str, Callable[[RealProtocol, tuple[Value, ...]], Answer | None]] = 
     "Claim": lambda real, params: real.claim(int(params[0])),
     "WriteStarted": lambda real, params: real.write(STARTED, int(params[0]), int(params[1])),
     "WriteCompleted": lambda real, params: real.write(COMPLETED, int(params[0]), int(params[1])),
-    "Run": lambda real, params: real.run(int(params[1])),
-    "Status": lambda real, params: real.status(int(params[1])),
+    "Run": lambda real, params: real.run(int(params[1]), int(params[0])),
+    "Status": lambda real, params: real.status(int(params[1]), int(params[0])),
 }
+
+
+def _real_outside(system: System, real: RealProtocol, label: Label) -> str:
+    inst = system.instances[label[1]]
+    return real.outside(label[0], inst.member) if inst.group == "worker" else ""
 
 
 def _running(system: System, config: Config) -> frozenset[int]:
@@ -289,7 +352,7 @@ def _lease_ended(system: System, before: Config, after: Config) -> bool:
     return bool(_var(system, before, store, "leased")) and not _var(system, after, store, "leased")
 
 
-def _outside(system: System, before: Config, after: Config, label: Label) -> str:
+def _outside(system: System, before: Config, after: Config, label: Label, after_finish: bool) -> str:
     """Why this step is past what the code and the model share ('' when it is not): the walk
     takes another."""
     kind, i, event, _, _ = label
@@ -298,7 +361,8 @@ def _outside(system: System, before: Config, after: Config, label: Label) -> str
     if kind not in ("deliver", "env") or i not in (store, system.instance("tool").index):
         return ""
     states = system.instances[store].table.states
-    if is_store and event == "Claim" and states[before[0][store][0]].name != "Open":
+    finished = states[before[0][store][0]].name
+    if is_store and event == "Claim" and finished != "Open" and not (after_finish and finished == "Finished"):
         return "claim after the run finished or blocked"
     if is_store and states[after[0][store][0]].name == "Blocked":
         return "claims past max_claims"

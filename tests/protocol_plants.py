@@ -4,13 +4,17 @@ must catch."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
+from agentfsm.impl.durable import ownership
 from agentfsm.impl.durable.ledger import MemoryLedger
-from agentfsm.impl.durable.run import DurableRun
+from agentfsm.impl.durable.protocol_log import ProtocolLog
+from agentfsm.impl.durable.run import DurableRun, EffectCall
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.stores.journal import DECIDED, JSON, Entry
-from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.impl.stores.sqlite import SqliteStore
 
 
@@ -91,6 +95,39 @@ def decision_applied_twice(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(DurableRun, "decision_entry", decision_entry)
 
 
-# A plant the walks of the store and the tool cannot show (they drive no decision): the audit of
-# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py).
+# A plant the walks with the scheduler's own workers cannot show (they drive no decision): the audit of
+# the real runtime's protocol log catches it (tests/faults/test_protocol_audit.py), and so do the walks
+# whose workers are the runtime's processes (agentfsm.faults.runtime_walk).
 RUNTIME_PLANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {"decision-applied-twice": decision_applied_twice}
+
+
+def resume_takes_no_claim(mp: pytest.MonkeyPatch) -> None:
+    """A ``--resume`` refused by a live owner goes on anyway, under that owner's lease token: it
+    takes no claim of its own (as PostgreSQL's CLI runs once took none)."""
+    original = ownership.claim_run
+
+    def claim_run(owned: OwnedStore, run_id: str, owner: str, seconds: float, log: ProtocolLog) -> Lease:
+        try:
+            return original(owned, run_id, owner, seconds, log)
+        except RunHeld as held:
+            return Lease(run_id, "", held.token, owner, seconds, owned=True)
+    mp.setattr(ownership, "claim_run", claim_run)
+
+
+def status_under_old_token(mp: pytest.MonkeyPatch) -> None:
+    """The status query of an unknown effect carries the token the effect was started under (the
+    previous owner's), so its answer is acted on without fencing that owner out."""
+    original = DurableRun._call
+
+    def call(self: DurableRun, effect: Effect, attempt: int) -> EffectCall:
+        made = original(self, effect, attempt)
+        if effect.status == "unknown":
+            return dataclasses.replace(made, token=max(made.token - 1, 0))
+        return made
+    mp.setattr(DurableRun, "_call", call)
+
+
+# Plants in the runtime's own steps (its claim, its status query), shown when the walks drive the
+# real runtime (agentfsm.faults.runtime_walk).
+RUNTIME_PLANTS["resume-takes-no-claim"] = resume_takes_no_claim
+RUNTIME_PLANTS["status-under-old-token"] = status_under_old_token

@@ -18,6 +18,7 @@ from typing import Any, cast
 from agentfsm.cli.exits import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import deprecated, json_envelope, load_tables
 from agentfsm.impl.driver import StateChange
+from agentfsm.impl.durable import ownership as claims
 from agentfsm.impl.durable.beat import Beats
 from agentfsm.impl.durable.children import child_runs, parent_effect
 from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog, protocol_path
@@ -304,12 +305,10 @@ class Ownership:
         owned = owning(store)
         if owned is not None:
             try:
-                self.lease = owned.acquire(run_id, owner_name(), seconds)
+                self.lease = claims.claim_run(owned, run_id, owner_name(), seconds, self.log)
             except RunHeld:
-                self.log.refused(run_id)
                 self.log.close()
                 raise
-            self.log.claimed(self.lease)
             self.store = LoggedStore(owned, self.lease, self.log)
             beat_store = self._beat_store = owned.reopen()
             self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
@@ -658,11 +657,9 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     log = ProtocolLog(protocol_path(store), owner_name())
     if owned is not None:
         try:
-            lease = owned.acquire(run_id, owner_name(), 15.0)
+            lease = claims.claim_run(owned, run_id, owner_name(), 15.0, log)
         except RunHeld as exc:
-            log.refused(run_id)
             raise BadInput(f"{args.path}: {exc}") from None
-        log.claimed(lease)
     log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
         repaired = repair(store, run_id, log_lost)

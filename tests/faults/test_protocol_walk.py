@@ -1,10 +1,12 @@
 """Model-based testing of the durable protocol: seeded walks of durable-run-fixed.yaml performed
 on the real store (SQLite; PostgreSQL too) and the real ledger tool agree with the model at every
-store and tool step; planted protocol defects are each caught at the step where they show."""
+store and tool step, and, with the workers real processes of the durable runtime, at every
+worker step too; planted protocol defects are each caught at the step where they show."""
 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 from agentfsm.faults.protocol_audit import Auditor
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
+from agentfsm.faults.runtime_walk import RuntimeProtocol
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.durable.protocol_log import ProtocolLog
 from agentfsm.impl.stores.journal import JSON
@@ -23,7 +26,7 @@ from agentfsm.spec.system_log import read_logs
 from agentfsm.verify.system.audit import SystemAudit, audit_system
 from conftest import ROOT, run_cli
 from pg_support import fresh_schema
-from protocol_plants import PLANTS
+from protocol_plants import PLANTS, RUNTIME_PLANTS
 
 SYSTEM = load_system(str(ROOT / "spec/systems/durable-run-fixed.yaml"))
 MAPPING = load_mapping(SYSTEM, ROOT / "spec/systems/audit/durable-run-fixed.yaml")
@@ -149,3 +152,97 @@ def test_a_store_plant_is_caught_from_the_runtimes_own_log(plant: str, record: s
     assert found
     verdict = Auditor().audit_log(log)
     assert len(verdict.unexplained) == 1 and record in verdict.unexplained[0], verdict.unexplained
+
+
+RUNTIME_WALKS = 40
+# Where each plant shows first when the workers are the real runtime's processes.
+CAUGHT_BY_THE_RUNTIME = {
+    "journal-unfenced": "worker[1] takes Rejected", "tool-unfenced": "tool takes Run",
+    "status-unfenced": "tool takes Run", "claim-ignores-owner": "store takes Claim",
+    "claim-keeps-token": "store takes Claim", "expiry-ignores-heartbeat": "store takes Claim",
+    "lease-not-renewed-while-a-tool-runs": "store takes Claim", "decision-applied-twice": "store takes Claim",
+    "resume-takes-no-claim": "worker[1] takes Refused", "status-under-old-token": "environment -> worker[0]: AskStatus"}
+
+
+def runtime_walks(store: OwnedStore, seeds: range, walked: Walked | None = None) -> list[Divergence]:
+    """The first divergence of the walks whose workers are real processes (none: [])."""
+    for seed in seeds:
+        real = RuntimeProtocol(store, MemoryLedger(), f"runtime-{uuid.uuid4().hex[:8]}-{seed}")
+        divergence = walk(SYSTEM, real, seed, LENGTH, walked or Walked())
+        if divergence is not None:
+            return [divergence]
+    return []
+
+
+def test_the_real_runtime_follows_the_model(sqlite: SqliteStore) -> None:
+    """Every worker step is the real process's next call, every store and tool step its answer."""
+    walked = Walked()
+    found = runtime_walks(sqlite, range(RUNTIME_WALKS), walked)
+    assert not found, "\n".join(map(str, found))
+    assert walked.checked > 500
+
+
+def test_the_real_runtime_on_postgresql_follows_the_model(pg_url: str) -> None:
+    from agentfsm.impl.stores.postgres import PostgresStore
+    with fresh_schema(pg_url) as schema:
+        store = PostgresStore(pg_url, schema)
+        try:
+            walked = Walked()
+            found = runtime_walks(store, range(RUNTIME_WALKS // 4), walked)
+        finally:
+            store.close()
+    assert not found, "\n".join(map(str, found))
+    assert walked.checked > 100
+
+
+@pytest.mark.parametrize("plant", sorted({**PLANTS, **RUNTIME_PLANTS}))
+def test_a_planted_defect_is_caught_by_the_walks_of_the_real_runtime(plant: str, sqlite: SqliteStore,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each plant, the store's, the tool's and the runtime's own, at the first step where the real
+    code and the model disagree."""
+    {**PLANTS, **RUNTIME_PLANTS}[plant](monkeypatch)
+    found = runtime_walks(sqlite, range(PLANT_WALKS))
+    assert found, f"{plant}: no walk of {PLANT_WALKS} diverged"
+    first = found[0]
+    assert first.model != first.real and first.label.startswith(CAUGHT_BY_THE_RUNTIME[plant]), str(first)
+
+
+def test_a_walk_of_the_runtime_leaves_no_process_running(sqlite: SqliteStore) -> None:
+    """The walk ends every process it parked (a crash), so no thread outlives it."""
+    runtime_walks(sqlite, range(5))
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("walk worker-")]
+
+
+def test_the_runtime_processes_own_logs_of_the_walks_are_explained(sqlite: SqliteStore, tmp_path: Path) -> None:
+    """The protocol log the runtime's processes write (claim_run, LoggedStore, their release) is
+    explained by the audit of real runs, walk after walk."""
+    log = tmp_path / "runtime.jsonl"
+    for seed in range(12):
+        real = RuntimeProtocol(sqlite, MemoryLedger(), f"runtime-{seed}", log=ProtocolLog(log, "scheduler"))
+        assert walk(SYSTEM, real, seed, LENGTH, Walked()) is None
+    verdict = Auditor().audit_log(log)
+    assert verdict.windows >= 8 and verdict.ok, verdict.unexplained
+
+
+def test_a_decision_applied_twice_in_the_walks_is_caught_from_the_runtimes_own_log(
+        sqlite: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk that catches the plant leaves a log the audit does not explain either."""
+    RUNTIME_PLANTS["decision-applied-twice"](monkeypatch)
+    log = tmp_path / "runtime.jsonl"
+    real = RuntimeProtocol(sqlite, MemoryLedger(), "runtime", log=ProtocolLog(log, "scheduler"))
+    assert walk(SYSTEM, real, 0, LENGTH, Walked()) is not None
+    verdict = Auditor().audit_log(log)
+    assert len(verdict.unexplained) == 1 and "WriteStarted" in verdict.unexplained[0], verdict.unexplained
+
+
+def test_a_claim_on_a_finished_run_differs_by_its_token_only(sqlite: SqliteStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The difference of abstraction the runtime's walks map (docs/durability.md): compared as they
+    are, the real store's grant on a finished run carries a new token, the model's the completing
+    claim's; the journal state is the same."""
+    monkeypatch.setattr(RuntimeProtocol, "_finished_token", lambda self, answer: answer)
+    found = runtime_walks(sqlite, range(RUNTIME_WALKS))
+    assert found, "no walk claimed a finished run"
+    first = found[0]
+    assert first.label.startswith("store takes Claim"), str(first)
+    assert first.model.endswith(", 2)") and first.real.endswith(", 2)") and first.model != first.real, str(first)
