@@ -292,3 +292,24 @@ def test_a_step_is_visible_when_it_fails_reports_or_changes_what_an_invariant_re
     assert not reducer.shows(first, succ(0, ((a, b, c, d), ((), message, (), ()), stalled, spent)))
     assert reducer.shows(first, succ(2, ((a, b, c, d), boxes, (False, False, True, False), spent)))
     assert not reducer.shows(first, succ(3, ((a, b, c, d), boxes, (False, False, False, True), (1,))))
+
+
+def test_a_configuration_nothing_can_be_pruned_at_keeps_its_successors_in_their_order(tmp_path: Path) -> None:
+    """Two peers that ping each other: each one's closure holds the other, so the set is every
+    step, returned as the stepper gave them (the environment lists q first), not by instance."""
+    system = write(tmp_path, "pair.yaml", f"""format: 1
+system: pair
+instances:
+  p: {{table: {FIXTURES / 'pingpong.yaml'}}}
+  q: {{table: {FIXTURES / 'pingpong.yaml'}}}
+links:
+  - {{from: p, action: SendPing, to: q, event: Ping}}
+  - {{from: q, action: SendPing, to: p, event: Ping}}
+environment:
+  q: [Go]
+  p: [Go]
+""")
+    first = initial_config(system)
+    successors = list(Stepper(system).successors(first))
+    assert [label[1] for label, _, _ in successors] == [1, 0]
+    assert Reducer(system).reduce(first, successors, lambda _: True) == successors
