@@ -148,6 +148,7 @@ def test_leaving_a_heartbeat_stops_its_thread_after_the_renewal_in_flight() -> N
         time.sleep(0.5)
         finished.set()
     with Heartbeat(lease(0.03), renew) as beat:
+        assert beat._thread.is_alive(), "entering started the thread"
         assert started.wait(30), "the thread renews on its own"
     assert finished.is_set(), "leaving waited for the renewal in flight"
     assert not beat._thread.is_alive()
