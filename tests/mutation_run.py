@@ -70,6 +70,8 @@ TESTS: dict[str, tuple[str, ...]] = {
                                  "tests/verify/test_verify_checks.py", "tests/verify/test_verify_verdict.py"),
     "verify/conformance/distinguish.py": ("tests/verify/test_conformance_distinguish.py",
                                           "tests/verify/test_conformance_vectors.py"),
+    "impl/stores/leases.py": ("tests/impl/test_leases.py",),
+    "verify/system/reduction.py": ("tests/verify/test_system_reduction_parts.py", "tests/verify/test_system_por.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
