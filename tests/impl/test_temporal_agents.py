@@ -1,0 +1,91 @@
+"""The bundled agents on Temporal (`agentfsm temporal start TABLE --agent-script FILE`): the table's
+own agent, its scripted model and its real tools run in activities of a real worker process, and
+the run ends as the same script ends in memory (`agentfsm run`): the same final state, the same
+files in the work directory, and the same effects, each run once, as the durable run on SQLite
+journals them (tests/impl/test_durable_agents.py holds that one to the in-memory run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+from temporal_support import AGENTFSM, queue, worker_process
+
+EXAMPLES = ROOT / "examples"
+AGENTS = [("loom-agent", "loom-demo.yaml"), ("vibework-agent", "vibework-agent-agent.yaml")]
+SLACK = {"vibework-agent-agent.yaml": ("interrupt_after: 0.3", "interrupt_after: 2")}
+"""The vibework demo interrupts 0.3 s after its last input, while the permission it asks for waits
+(5 s): on Temporal that input's model call is an activity scheduled after the input's own, so on a
+loaded machine 0.3 s can fall before the request; both runs get 2 s instead."""
+
+
+@pytest.fixture(scope="module")
+def agent_worker(temporal_address: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """One worker process serving every agent run of this module: (address, task queue)."""
+    task_queue = queue()
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    proc = worker_process(temporal_address, task_queue, log=log)
+    try:
+        yield temporal_address, task_queue
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def agentfsm(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(AGENTFSM), *argv], capture_output=True, text=True, cwd=cwd, timeout=240,
+                          env={**os.environ, **(env or {})})
+
+
+def fresh(where: Path) -> Path:
+    shutil.copytree(EXAMPLES / "demo-workdir", where / "w")
+    return where
+
+
+def files(workdir: Path) -> dict[str, str]:
+    return {p.relative_to(workdir).as_posix(): p.read_text(errors="replace") for p in sorted(workdir.rglob("*"))
+            if p.is_file()}
+
+
+def effects(found: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
+    return Counter((e["action"], e.get("tool") or "", e["status"]) for e in found)
+
+
+def final_state(out: str) -> str:
+    done = [json.loads(line)["text"] for line in out.splitlines() if '"kind": "done"' in line]
+    return str(done[-1]).split("final state ")[1].split(",")[0]
+
+
+@pytest.mark.parametrize(("machine", "demo"), AGENTS, ids=[m for m, _ in AGENTS])
+def test_an_agent_on_temporal_ends_as_in_memory(machine: str, demo: str, agent_worker: tuple[str, str],
+                                                tmp_path: Path) -> None:
+    address, task_queue = agent_worker
+    table, script = str(ROOT / "spec" / f"{machine}.yaml"), str(EXAMPLES / demo)
+    if demo in SLACK:
+        script = str(tmp_path / demo)
+        Path(script).write_text((EXAMPLES / demo).read_text().replace(*SLACK[demo]))
+    memory = agentfsm("run", table, "--script", script, "--workdir", "w", "--json", cwd=fresh(tmp_path / "memory"))
+    durable = agentfsm("run", table, "--script", script, "--workdir", "w", "--json", "--store", "j.db",
+                       cwd=fresh(tmp_path / "durable"))
+    journal = json.loads(agentfsm("journal", "j.db", "--json", cwd=tmp_path / "durable").stdout)["runs"]
+    run_id = f"{machine}-{task_queue}"
+    started = agentfsm("temporal", "start", table, "--agent-script", script, "--workdir", "w", "--address", address,
+                       "--task-queue", task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
+                       cwd=fresh(tmp_path / "temporal"))
+    assert memory.returncode == 0 and durable.returncode == 0, memory.stderr + durable.stderr
+    assert started.returncode == 0, started.stdout + started.stderr
+    trace = agentfsm("temporal", "trace", run_id, "--json", "--address", address, cwd=tmp_path)
+    config = json.loads(trace.stdout)["config"]
+    assert config["state"] == final_state(memory.stdout)
+    assert files(tmp_path / "temporal" / "w") == files(tmp_path / "memory" / "w")
+    top = [e for r in journal if "/sub-agent" not in r["run_id"] for e in r["current"]["effects"]]
+    assert effects(config["effects"]) == effects(top)
+    assert all(e["attempts"] == 1 for e in config["effects"]), "no effect ran twice"
