@@ -213,8 +213,9 @@ def _agent_start(table: Table, args: argparse.Namespace) -> Any:
     the work folder and the model."""
     from agentfsm.impl.agents.loom import LoomConfig
     from agentfsm.impl.agents.play import SCRIPTED_ONLY, SETTINGS_OF
+    from agentfsm.impl.agents.tool_call import runner_plan
     from agentfsm.impl.script import AgentScript
-    from agentfsm.impl.temporal.agent_activity import AGENTS
+    from agentfsm.impl.temporal.agent_activity import AGENTS, UNITS
     from agentfsm.impl.temporal.messages import AgentInput, AgentStart
     LOOM_SETTINGS = frozenset(f.name for f in dataclasses.fields(LoomConfig)) - {"workdir"}
     if table.machine not in AGENTS:
@@ -246,9 +247,11 @@ def _agent_start(table: Table, args: argparse.Namespace) -> Any:
         workdir = Path.cwd()
     if not workdir.is_dir():
         raise BadInput(f"work directory {workdir} does not exist")
+    units = {"explorer-evaluator": len(script.inputs), "tool-call": len(runner_plan(script.replies))}
     return AgentStart(script_path.read_text(encoding="utf-8"), script_path.name, str(workdir.resolve()),
                       [AgentInput(t.text, t.interrupt_after) for t in script.inputs], args.openai or "",
-                      args.model or "", args.llm_timeout)
+                      args.model or "", args.llm_timeout, units=units.get(table.machine, 0),
+                      unit_name=UNITS.get(table.machine, ""))
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -285,6 +288,8 @@ def cmd_start(args: argparse.Namespace) -> int:
             print(run_id, flush=True)
         return [await h.result() for h in handles] if args.wait else []
     for result in _run(main(), args):
+        for unit in result.get("units", []):   # an agent that plays each input as a run of its own
+            print(f"{unit['run_id']}: {unit['state']}: {unit['outcome'].get('answer', '')}")
         print(f"{result['run_id']}: {result['state']} {json.dumps(result['vars'], sort_keys=True)}")
     return EXIT_OK
 

@@ -26,10 +26,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agentfsm.impl.agents.explorer_evaluator import LLM_CALLS, ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.agents.journaled import Pending
 from agentfsm.impl.agents.loom import LoomAgent, LoomConfig
 from agentfsm.impl.agents.play import vibework_used
-from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedQuestions
+from agentfsm.impl.agents.prompts import ScriptedPermissions, ScriptedQuestions, TerminalPrompt
+from agentfsm.impl.agents.tool_call import ToolCallRunner, runner_plan
 from agentfsm.impl.agents.vibework import SubAgentEnd, VibeworkAgent, vibework_config
 from agentfsm.impl.driver import Activity, Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
@@ -80,6 +82,7 @@ class Hosted:
     skip: Callable[[dict[str, int]], None]
     send: Callable[[str, str | None], None]
     outcome: Callable[[DurableRun], dict[str, Any]]
+    attach: Callable[[DurableLink], None] = lambda link: None
 
 
 def _loom(table: Table, start: AgentStart, script: AgentScript, model: LlmClient, llm: ScriptedLlm,
@@ -129,7 +132,49 @@ def _vibework(table: Table, start: AgentStart, script: AgentScript, model: LlmCl
     return Hosted(agent, agent, vibework_used, skip, agent.send_input, outcome)
 
 
-AGENTS: dict[str, Build] = {"loom-agent": _loom, "vibework-agent": _vibework}
+def _explorer(table: Table, start: AgentStart, script: AgentScript, model: LlmClient, llm: ScriptedLlm,
+              task: AgentTask) -> Hosted:
+    agent = ExplorerEvaluatorAgent(table, model, config=ExplorerConfig(workdir=Path(start.workdir), **script.settings),
+                                   name=f"task-{start.unit}")
+
+    def used(run: DurableRun) -> dict[str, int]:
+        return {"llm": sum(1 for e in run.st.effects.values() if e.action in LLM_CALLS and e.status == "completed")}
+
+    def send(text: str, event_id: str | None) -> None:
+        agent.feed("TaskReceived", payload=text, event_id="task", plan=script.plan)
+    return Hosted(agent, agent, used, lambda counts: llm.skip(counts.get("llm", 0)), send,
+                  lambda run: {"state": agent.state(), "answer": agent.answer or "no answer", "used": used(run)})
+
+
+def _tool_call(table: Table, start: AgentStart, script: AgentScript, model: LlmClient, llm: ScriptedLlm,
+               task: AgentTask) -> Hosted:
+    scripted = ScriptedPermissions(script.permissions) if script.permissions is not None else None
+    call = runner_plan(script.replies)[start.unit - 1]
+    runner = ToolCallRunner(table, Path(start.workdir), scripted or TerminalPrompt(interactive=False),
+                            allow=script.allow or (), settings=dict(script.settings), name=f"call-{start.unit}")
+    runner.call = call
+
+    def used(run: DurableRun) -> dict[str, int]:
+        return {"permissions": sum(1 for r in run.store.records(run.run_id)
+                                   if r.body.get("event") in ("ApprovalGranted", "ApprovalDenied"))}
+
+    def skip(counts: dict[str, int]) -> None:
+        if scripted is not None:
+            scripted.skip(counts.get("permissions", 0))
+
+    def outcome(run: DurableRun) -> dict[str, Any]:
+        content = runner.answer().content
+        return {"state": runner.state(), "answer": content.splitlines()[0] if content else "", "used": used(run)}
+
+    def attach(link: DurableLink) -> None:
+        runner.link = link
+    return Hosted(runner, runner, used, skip, lambda text, event_id: runner.request(call), outcome, attach)
+
+
+AGENTS: dict[str, Build] = {"loom-agent": _loom, "vibework-agent": _vibework, "explorer-evaluator": _explorer,
+                            "tool-call": _tool_call}
+UNITS = {"explorer-evaluator": "task", "tool-call": "call"}
+"""The agents that play each input as a run of its own, and what a unit is called."""
 """The agents that run on Temporal, by their table's machine name."""
 
 
@@ -157,6 +202,10 @@ class ReplicaRun(DurableRun):
     def settle(self, key: str, outcome: Literal["completed", "failed"], result: JSON, via: str) -> None:
         super().settle(key, outcome, result, via)
         self.fed.append({"settle": key, "outcome": outcome, "result": result, "via": via})
+
+    def mark_unknown(self, key: str, reason: str) -> None:
+        super().mark_unknown(key, reason)
+        self.fed.append({"unknown": key, "reason": reason})
 
 
 class ReplicaLink(DurableLink):
@@ -203,6 +252,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
     agent.restore(store.records(task.run_id))
     link = ReplicaLink(driver, agent, run)
     link.performing = task.key if task.op == "perform" else ""
+    hosted.attach(link)
     used = hosted.used(run)
     hosted.skip({kind: used.get(kind, 0) + start.agent.skip.get(kind, 0) for kind in {*used, *start.agent.skip}})
     try:

@@ -74,6 +74,12 @@ class AgentStart:
     child: bool = False
     """A sub-agent's run (a child workflow): its one input is its task; it ends once settled."""
     depth: int = 0
+    units: int = 0
+    """The agents that play each input as a run of its own (the explorer's tasks, the tool-call
+    runner's calls): how many; the run plays them one by one as child workflows ``RUN/UNIT-N``."""
+    unit_name: str = ""
+    unit: int = 0
+    """A unit's run: its number (its input, or its tool call among the script's)."""
     skip: dict[str, int] = field(default_factory=dict)
     """What the runs before it took of the shared script (replies, verdicts, answers): a sub-agent
     goes on where its parent stood."""

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW,
         AgentInput,
         AgentReply,
+        AgentStart,
         AgentTask,
         DecisionMessage,
         EventMessage,
@@ -196,6 +197,8 @@ class TableWorkflow:
         sent = 0
         fed: set[str] = set()
         while True:
+            if agent.units:
+                return {**jr.config(), "records": jr.records(), "notes": self.notes, "units": await self._units(jr)}
             if self.interrupts:
                 self.interrupts.clear()
                 await self._act(jr, "interrupt")
@@ -213,6 +216,9 @@ class TableWorkflow:
             if jr.blocked:
                 await workflow.wait_condition(lambda: bool(self.decisions or self.interrupts))
                 continue
+            if (agent.child or agent.unit) and (jr.run.terminal or sent == len(inputs)):
+                ended = await self._act(jr, "outcome")   # a sub-agent's or a unit's run ends where it settled
+                return {**jr.config(), "records": jr.records(), "notes": self.notes, "outcome": ended.outcome}
             if jr.run.terminal:
                 return {**jr.config(), "records": jr.records(), "notes": self.notes}
             if self.inbox:
@@ -226,9 +232,6 @@ class TableWorkflow:
                 if turn.interrupt_after is not None:
                     self._interrupt_later(turn.interrupt_after)
                 continue
-            if agent.child:   # a sub-agent's run ends where it settled: its parent reads how
-                ended = await self._act(jr, "outcome")
-                return {**jr.config(), "records": jr.records(), "notes": self.notes, "outcome": ended.outcome}
             if jr.start.until_idle:
                 await self._act(jr, "shutdown")
                 return {**jr.config(), "records": jr.records(), "notes": self.notes}
@@ -276,6 +279,9 @@ class TableWorkflow:
             if "settle" in item:
                 run.settle(item["settle"], item["outcome"], item["result"], item["via"])
                 continue
+            if "unknown" in item:
+                run.mark_unknown(item["unknown"], item["reason"])
+                continue
             delivery = run.deliver(item["event"], item["params"], item["event_id"], payload=item["payload"],
                                    calls=calls_from_json(item["calls"]), reports=report_from_json(item["report"]))
             if delivery.status in ("halted", "stale"):
@@ -312,27 +318,55 @@ class TableWorkflow:
             ended = await self._sub_agent(jr, due.key, reply.child, reply.used)
             await self._act(jr, "perform", key=due.key, ended=ended)
 
-    async def _sub_agent(self, jr: JournalRun, key: str, task: str, used: dict[str, int]) -> dict[str, Any]:
-        """A spawn's sub-agent as a child workflow (run ``KEY/sub-agent``): the parent waits for it, an
-        interrupt of the parent is journaled by the parent's agent and reaches the child, and how the
-        child settled is the parent's next event (the spawn's ``perform`` with ``ended``)."""
-        start, agent = jr.start, jr.start.agent
+    async def _units(self, jr: JournalRun) -> list[dict[str, Any]]:
+        """Each unit (an explorer's task, a tool-call runner's call) as a child workflow ``RUN/UNIT-N``,
+        one after the other, each going on in the script where the one before stopped; an interrupt
+        reaches the unit under way."""
+        agent = jr.start.agent
         assert agent is not None
-        child = StartRun(child_run_id(key), start.table_text, start.table_hash, start.file, dict(start.overrides),
+        used = dict(agent.skip)
+        done: list[dict[str, Any]] = []
+        for n in range(1, agent.units + 1):
+            inputs = agent.inputs[n - 1:n] or [AgentInput("")]
+            unit = replace(agent, inputs=inputs, units=0, unit=n, skip=dict(used))
+            result = await self._child(jr, f"{jr.run.run_id}/{agent.unit_name}-{n}", unit)
+            outcome = dict(result["outcome"])
+            for kind, count in dict(outcome.get("used", {})).items():
+                used[kind] = used.get(kind, 0) + int(count)
+            done.append({"run_id": result["run_id"], "state": result["state"], "outcome": outcome,
+                         "effects": result["effects"], "decisions": result.get("pending", [])})
+        return done
+
+    async def _child(self, jr: JournalRun, run_id: str, agent: AgentStart, journaled: bool = False) -> dict[str, Any]:
+        """A child workflow of this run's table with ``agent``, until it ends; this run's interrupts
+        reach it (``journaled``: after this run's agent journaled them, as a parent waiting for its
+        sub-agent does)."""
+        start = jr.start
+        child = StartRun(run_id, start.table_text, start.table_hash, start.file, dict(start.overrides),
                          timeouts=start.timeouts, max_attempts=start.max_attempts,
-                         approval_lifetimes=dict(start.approval_lifetimes),
-                         agent=replace(agent, inputs=[AgentInput(task)], child=True, depth=agent.depth + 1,
-                                       skip={k: used.get(k, 0) + agent.skip.get(k, 0) for k in {*used, *agent.skip}}))
-        handle = await workflow.start_child_workflow(WORKFLOW, child, id=child.run_id, result_type=dict)
+                         approval_lifetimes=dict(start.approval_lifetimes), agent=agent)
+        handle = await workflow.start_child_workflow(WORKFLOW, child, id=run_id, result_type=dict)
         while not handle.done():
             await workflow.wait_condition(lambda: handle.done() or bool(self.interrupts))
             if self.interrupts and not handle.done():
                 reasons = list(self.interrupts)
                 self.interrupts.clear()
-                await self._act(jr, "interrupt")   # the parent's agent journals it
+                if journaled:
+                    await self._act(jr, "interrupt")
                 for reason in reasons:
                     await handle.signal(SIGNAL_INTERRUPT, reason)
         result: dict[str, Any] = await handle
+        return result
+
+    async def _sub_agent(self, jr: JournalRun, key: str, task: str, used: dict[str, int]) -> dict[str, Any]:
+        """A spawn's sub-agent as a child workflow (run ``KEY/sub-agent``): the parent waits for it, an
+        interrupt of the parent is journaled by the parent's agent and reaches the child, and how the
+        child settled is the parent's next event (the spawn's ``perform`` with ``ended``)."""
+        agent = jr.start.agent
+        assert agent is not None
+        child = replace(agent, inputs=[AgentInput(task)], child=True, depth=agent.depth + 1,
+                        skip={k: used.get(k, 0) + agent.skip.get(k, 0) for k in {*used, *agent.skip}})
+        result = await self._child(jr, child_run_id(key), child, journaled=True)
         return dict(result["outcome"])
 
     async def _agent_resolve(self, jr: JournalRun) -> None:
