@@ -21,6 +21,7 @@ still returns what it fed.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -61,11 +62,15 @@ def agent_script(start: AgentStart) -> AgentScript:
 
 
 def model_of(start: AgentStart, script: AgentScript) -> tuple[LlmClient, ScriptedLlm]:
-    """The run's model (the OpenAI-compatible one when named) and the scripted one (positioned later)."""
+    """The run's model (the OpenAI-compatible one when named) and the scripted one (positioned later).
+    A model call is an effect like a tool's, marked by the table: the bundled agents mark theirs
+    idempotent (a request sent again is safe, only paid twice), so Temporal may retry an attempt
+    whose outcome it lost, with the same key and the same conversation."""
     scripted = ScriptedLlm(script.replies)
     if not start.openai:
         return scripted, scripted
-    return OpenAIClient(start.openai, start.model, None, timeout=start.llm_timeout), scripted
+    key = os.environ.get("OPENAI_API_KEY")   # the worker's: a secret does not travel in a run's history
+    return OpenAIClient(start.openai, start.model, key, timeout=start.llm_timeout), scripted
 
 
 Build = Callable[[Table, AgentStart, AgentScript, LlmClient, ScriptedLlm, AgentTask], "Hosted"]

@@ -101,3 +101,39 @@ def test_an_agent_on_temporal_ends_as_in_memory(machine: str, demo: str, agent_w
     top = [e for r in journal if "/sub-agent" not in r["run_id"] for e in r["current"]["effects"]]
     assert found and effects(found) == effects(top)
     assert all(e["attempts"] == 1 for e in found), "no effect ran twice"
+
+
+def test_the_loom_agent_on_temporal_with_an_openai_compatible_model(agent_worker: tuple[str, str],
+                                                                    tmp_path: Path) -> None:
+    """`--openai URL --model NAME`: the worker's activities call the model (a third-party mock server),
+    each request once, and the run ends as the same conversation in memory ends."""
+    from test_llm_mock_server import always, mock_server, no_tool_result, tool_reply
+
+    address, task_queue = agent_worker
+    requests: list[int] = []
+
+    def setup(server: Any) -> None:
+        def counted(request: Any) -> bool:
+            requests.append(1)
+            return no_tool_result(request)
+        server.when(counted).reply(tool_reply("read_file", path="notes.txt"))
+        server.when(always).reply("The notes are about state machines.")
+    script = tmp_path / "script.yaml"
+    script.write_text("settings: {retry_base: 0.01, commit_hook: false}\ninputs: [\"what is in notes.txt?\"]\n")
+    table = str(ROOT / "spec" / "loom-agent.yaml")
+    with mock_server(setup) as url:
+        memory = agentfsm("run", table, "--script", str(script), "--workdir", "w", "--json", "--openai", url,
+                          "--model", "mock-model", cwd=fresh(tmp_path / "memory"), env={"OPENAI_API_KEY": "sk-t"})
+        in_memory = len(requests)
+        run_id = f"openai-{task_queue}"
+        started = agentfsm("temporal", "start", table, "--agent-script", str(script), "--workdir", "w",
+                           "--openai", url, "--model", "mock-model", "--address", address, "--task-queue",
+                           task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
+                           cwd=fresh(tmp_path / "temporal"))
+    assert memory.returncode == 0 and started.returncode == 0, memory.stdout + started.stdout + started.stderr
+    config = json.loads(agentfsm("temporal", "trace", run_id, "--json", "--address", address,
+                                 cwd=tmp_path).stdout)["config"]
+    assert config["state"] == final_state(memory.stdout)
+    assert effects(config["effects"]) == Counter({("SendLlmRequest", "", "completed"): 2,
+                                                  ("ExecuteTools", "read_file", "completed"): 1})
+    assert in_memory == 2 and len(requests) == 4, "each model call was sent once, in memory as on Temporal"
