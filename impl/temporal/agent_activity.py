@@ -218,11 +218,13 @@ class ReplicaLink(DurableLink):
     is journaled already); the effects a step makes due are left to the workflow."""
 
     performing = ""
+    made_due = False
 
     def begin(self, key: str, retry: bool) -> bool:
         return key == self.performing
 
     def flush(self) -> None:
+        self.made_due = self.made_due or bool(self._due)
         self._due = []
 
 
@@ -281,7 +283,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
             await driver.shutdown()
         else:
             raise AgentRunError(f"no agent task {task.op!r}")
-        await quiet(driver, heartbeat, every)
+        await quiet(driver, link, heartbeat, every)
         run.capturing = False
         spawning = driver.spawning if isinstance(driver, ChildWorkflows) else None
         return AgentReply(fed=run.fed, child=spawning, used=hosted.used(run) if spawning else {})
@@ -291,10 +293,14 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         await close_client(model)
 
 
-async def quiet(driver: Driver, heartbeat: Callable[[], None], every: float) -> None:
-    """Until the driver has nothing queued and nothing running, heartbeating meanwhile; a cancelled
-    task (the workflow's interrupt) interrupts the agent as live, then waits again."""
-    waiting = asyncio.ensure_future(driver.wait_until(driver.is_quiet))
+async def quiet(driver: Driver, link: ReplicaLink, heartbeat: Callable[[], None], every: float) -> None:
+    """Until the driver has nothing queued and nothing running, or nothing queued and an effect due
+    (the workflow performs it next: what still runs here, such as a model's stream an interrupt
+    is about to cancel, is the effect's to stop), heartbeating meanwhile; a cancelled task (the
+    workflow's interrupt) interrupts the agent as live, then waits again."""
+    def done() -> bool:
+        return driver.is_quiet() or (link.made_due and (driver._queue is None or driver._queue.empty()))
+    waiting = asyncio.ensure_future(driver.wait_until(done))
     interrupted = False
     while not waiting.done():
         heartbeat()

@@ -137,3 +137,39 @@ def test_the_loom_agent_on_temporal_with_an_openai_compatible_model(agent_worker
     assert effects(config["effects"]) == Counter({("SendLlmRequest", "", "completed"): 2,
                                                   ("ExecuteTools", "read_file", "completed"): 1})
     assert in_memory == 2 and len(requests) == 4, "each model call was sent once, in memory as on Temporal"
+
+
+SLOW_SUB_AGENT = """allow: [spawn_agent]
+inputs:
+  - text: Ask a sub-agent.
+    interrupt_after: 3
+replies:
+  - - {tool_call: {name: spawn_agent, arguments: {task: Take your time.}}}
+  - - {delay: 10}
+    - {text: "too late"}
+"""
+
+
+def test_an_interrupt_of_the_parent_reaches_its_sub_agents_child_workflow(agent_worker: tuple[str, str],
+                                                                          tmp_path: Path) -> None:
+    """The parent waits on its sub-agent's child workflow; the user's interrupt is journaled by the
+    parent and reaches the child, which stops its model call; both end as in memory."""
+    address, task_queue = agent_worker
+    script = tmp_path / "slow.yaml"
+    script.write_text(SLOW_SUB_AGENT)
+    table = str(ROOT / "spec" / "vibework-agent.yaml")
+    memory = agentfsm("run", table, "--script", str(script), "--workdir", "w", "--json", cwd=fresh(tmp_path / "m"))
+    run_id = f"parent-{task_queue}"
+    started = agentfsm("temporal", "start", table, "--agent-script", str(script), "--workdir", "w", "--address",
+                       address, "--task-queue", task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
+                       cwd=fresh(tmp_path / "t"))
+    assert memory.returncode == 0 and started.returncode == 0, memory.stdout + started.stdout + started.stderr
+    parent = json.loads(agentfsm("temporal", "trace", run_id, "--json", "--address", address, cwd=tmp_path).stdout)
+    [spawn] = [e for e in parent["config"]["effects"] if e.get("tool") == "spawn_agent"]
+    child = json.loads(agentfsm("temporal", "trace", spawn["key"] + "/sub-agent", "--json", "--address", address,
+                                cwd=tmp_path).stdout)
+    events = [[r["body"].get("event") for r in run["records"] if r["kind"] == "step"] for run in (parent, child)]
+    assert "SubAgentSpawned" in events[0] and "Interrupt" in events[0], events[0]
+    assert events[1][0] == "UserInput" and "Interrupt" in events[1], "the interrupt reached the child workflow"
+    assert [e["status"] for e in child["config"]["effects"] if e["action"] == "CallLlm"] == ["failed"]
+    assert parent["config"]["state"] == final_state(memory.stdout)
