@@ -44,6 +44,8 @@ ToolFactory = Callable[[Table], Mapping[str, Tool]]
 T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
 KILL_POINTS = ("before-tool", "after-tool")
+STARTS_KEPT = 256
+"""Agent runs whose start (table and script, read from their history) a worker keeps at once."""
 
 
 def _call(task: EffectTask) -> EffectCall:
@@ -127,6 +129,8 @@ class EffectActivities:
         and script) is read from the run's history once per run and worker."""
         run = activity.info().workflow_run_id or task.run_id
         if run not in self._starts:
+            if len(self._starts) >= STARTS_KEPT:   # the oldest first (a dict keeps insertion order)
+                del self._starts[next(iter(self._starts))]
             self._starts[run] = await started_run()
         start = self._starts[run]
         table = pinned_table(start.table_text, start.table_hash, start.file, start.overrides)

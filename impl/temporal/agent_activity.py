@@ -21,6 +21,7 @@ still returns what it fed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -47,6 +48,10 @@ from agentfsm.impl.temporal.journal_run import calls_json
 from agentfsm.impl.temporal.messages import AgentReply, AgentStart, AgentTask, StartRun, StatusAnswer
 from agentfsm.spec.model import Table
 from agentfsm.spec.yamlio import load_document
+
+REPLICA_END = logging.getLogger("agentfsm.temporal.replica")
+REPLICA_END.propagate = False
+REPLICA_END.addHandler(logging.NullHandler())
 
 
 class AgentRunError(ValueError):
@@ -289,6 +294,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         return AgentReply(fed=run.fed, child=spawning, used=hosted.used(run) if spawning else {})
     finally:
         run.capturing = False
+        driver.log = REPLICA_END   # the replica stops where the run stands, not in a final state: no warning
         await driver.shutdown()
         await close_client(model)
 

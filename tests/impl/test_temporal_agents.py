@@ -6,6 +6,7 @@ journals them (tests/impl/test_durable_agents.py holds that one to the in-memory
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from temporal_support import AGENTFSM, queue, worker_process
 
 EXAMPLES = ROOT / "examples"
@@ -65,6 +66,23 @@ def final_state(out: str) -> str:
     return str(done[-1]).split("final state ")[1].split(",")[0]
 
 
+def played(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """``agentfsm ARGV`` in this process (cheaper than a process of its own); its output."""
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, out + err
+    return out
+
+
+def ended(address: str, run_id: str) -> dict[str, Any]:
+    """A completed run's result (its configuration, effects, journal; an agent's units)."""
+    from agentfsm.impl.temporal.worker import connect
+
+    async def main() -> dict[str, Any]:
+        result: dict[str, Any] = await (await connect(address)).get_workflow_handle(run_id).result()
+        return result
+    return asyncio.run(main())
+
+
 def results(out: str) -> list[str]:
     """An explorer's or tool-call runner's results (``task N: STATE: ANSWER``), without the unit's name."""
     return [json.loads(line)["text"].split(": ", 1)[1] for line in out.splitlines() if '"kind": "result"' in line]
@@ -72,30 +90,30 @@ def results(out: str) -> list[str]:
 
 @pytest.mark.parametrize(("machine", "demo"), AGENTS, ids=[m for m, _ in AGENTS])
 def test_an_agent_on_temporal_ends_as_in_memory(machine: str, demo: str, agent_worker: tuple[str, str],
-                                                tmp_path: Path) -> None:
+                                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     address, task_queue = agent_worker
     table, script = str(ROOT / "spec" / f"{machine}.yaml"), str(EXAMPLES / demo)
     if demo in SLACK:
         script = str(tmp_path / demo)
         Path(script).write_text((EXAMPLES / demo).read_text().replace(*SLACK[demo]))
-    memory = agentfsm("run", table, "--script", script, "--workdir", "w", "--json", cwd=fresh(tmp_path / "memory"))
-    durable = agentfsm("run", table, "--script", script, "--workdir", "w", "--json", "--store", "j.db",
-                       cwd=fresh(tmp_path / "durable"))
-    journal = json.loads(agentfsm("journal", "j.db", "--json", cwd=tmp_path / "durable").stdout)["runs"]
+    memory = played(["run", table, "--script", script, "--workdir", str(fresh(tmp_path / "memory") / "w"), "--json"],
+                    capsys)
+    db = str(tmp_path / "j.db")
+    played(["run", table, "--script", script, "--workdir", str(fresh(tmp_path / "durable") / "w"), "--store", db],
+           capsys)
+    journal = json.loads(played(["journal", db, "--json"], capsys))["runs"]
     run_id = f"{machine}-{task_queue}"
     started = agentfsm("temporal", "start", table, "--agent-script", script, "--workdir", "w", "--address", address,
                        "--task-queue", task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
                        cwd=fresh(tmp_path / "temporal"))
-    assert memory.returncode == 0 and durable.returncode == 0, memory.stderr + durable.stderr
     assert started.returncode == 0, started.stdout + started.stderr
-    trace = agentfsm("temporal", "trace", run_id, "--json", "--address", address, cwd=tmp_path)
-    config = json.loads(trace.stdout)["config"]
+    config = ended(address, run_id)
     units = config.get("units")
     if units is None:   # one run: it ends in the in-memory run's final state
-        assert config["state"] == final_state(memory.stdout)
+        assert config["state"] == final_state(memory)
         found = config["effects"]
     else:   # a run per task or call (a child workflow each): each ends with the in-memory result
-        assert [f"{u['state']}: {u['outcome']['answer']}" for u in units] == results(memory.stdout)
+        assert [f"{u['state']}: {u['outcome']['answer']}" for u in units] == results(memory)
         found = [e for u in units for e in u["effects"]]
     assert files(tmp_path / "temporal" / "w") == files(tmp_path / "memory" / "w")
     top = [e for r in journal if "/sub-agent" not in r["run_id"] for e in r["current"]["effects"]]
@@ -103,6 +121,7 @@ def test_an_agent_on_temporal_ends_as_in_memory(machine: str, demo: str, agent_w
     assert all(e["attempts"] == 1 for e in found), "no effect ran twice"
 
 
+@pytest.mark.slow
 def test_the_loom_agent_on_temporal_with_an_openai_compatible_model(agent_worker: tuple[str, str],
                                                                     tmp_path: Path) -> None:
     """`--openai URL --model NAME`: the worker's activities call the model (a third-party mock server),
@@ -131,8 +150,7 @@ def test_the_loom_agent_on_temporal_with_an_openai_compatible_model(agent_worker
                            task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
                            cwd=fresh(tmp_path / "temporal"))
     assert memory.returncode == 0 and started.returncode == 0, memory.stdout + started.stdout + started.stderr
-    config = json.loads(agentfsm("temporal", "trace", run_id, "--json", "--address", address,
-                                 cwd=tmp_path).stdout)["config"]
+    config = ended(address, run_id)
     assert config["state"] == final_state(memory.stdout)
     assert effects(config["effects"]) == Counter({("SendLlmRequest", "", "completed"): 2,
                                                   ("ExecuteTools", "read_file", "completed"): 1})
@@ -150,26 +168,26 @@ replies:
 """
 
 
-def test_an_interrupt_of_the_parent_reaches_its_sub_agents_child_workflow(agent_worker: tuple[str, str],
-                                                                          tmp_path: Path) -> None:
+def test_an_interrupt_of_the_parent_reaches_its_sub_agents_child_workflow(
+        agent_worker: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The parent waits on its sub-agent's child workflow; the user's interrupt is journaled by the
     parent and reaches the child, which stops its model call; both end as in memory."""
     address, task_queue = agent_worker
     script = tmp_path / "slow.yaml"
     script.write_text(SLOW_SUB_AGENT)
     table = str(ROOT / "spec" / "vibework-agent.yaml")
-    memory = agentfsm("run", table, "--script", str(script), "--workdir", "w", "--json", cwd=fresh(tmp_path / "m"))
+    memory = played(["run", table, "--script", str(script), "--workdir", str(fresh(tmp_path / "m") / "w"), "--json"],
+                    capsys)
     run_id = f"parent-{task_queue}"
     started = agentfsm("temporal", "start", table, "--agent-script", str(script), "--workdir", "w", "--address",
                        address, "--task-queue", task_queue, "--run-id", run_id, "--wait", "--timeout", "60",
                        cwd=fresh(tmp_path / "t"))
-    assert memory.returncode == 0 and started.returncode == 0, memory.stdout + started.stdout + started.stderr
-    parent = json.loads(agentfsm("temporal", "trace", run_id, "--json", "--address", address, cwd=tmp_path).stdout)
-    [spawn] = [e for e in parent["config"]["effects"] if e.get("tool") == "spawn_agent"]
-    child = json.loads(agentfsm("temporal", "trace", spawn["key"] + "/sub-agent", "--json", "--address", address,
-                                cwd=tmp_path).stdout)
+    assert started.returncode == 0, started.stdout + started.stderr
+    parent = ended(address, run_id)
+    [spawn] = [e for e in parent["effects"] if e.get("tool") == "spawn_agent"]
+    child = ended(address, spawn["key"] + "/sub-agent")
     events = [[r["body"].get("event") for r in run["records"] if r["kind"] == "step"] for run in (parent, child)]
     assert "SubAgentSpawned" in events[0] and "Interrupt" in events[0], events[0]
     assert events[1][0] == "UserInput" and "Interrupt" in events[1], "the interrupt reached the child workflow"
-    assert [e["status"] for e in child["config"]["effects"] if e["action"] == "CallLlm"] == ["failed"]
-    assert parent["config"]["state"] == final_state(memory.stdout)
+    assert [e["status"] for e in child["effects"] if e["action"] == "CallLlm"] == ["failed"]
+    assert parent["state"] == final_state(memory)
