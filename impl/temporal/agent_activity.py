@@ -243,8 +243,9 @@ def replica_store(run_id: str, machine: str, records: list[dict[str, Any]]) -> M
 
 
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
-              every: float = 0.5) -> AgentReply:
-    """Do ``task`` with the agent attached to a replica of its run; what its driver fed."""
+              every: float = 0.5, acting: Callable[[bool], None] = lambda idempotent: None) -> AgentReply:
+    """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
+    is told, right before an effect is performed, whether it is idempotent (the kill scenarios)."""
     if start.agent is None:
         raise AgentRunError(f"run {task.run_id} is not an agent run")
     build = AGENTS.get(table.machine)
@@ -279,6 +280,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         if task.op == "input":
             hosted.send(task.text, task.event_id)
         elif task.op == "perform":
+            acting(run.st.effects[task.key].idempotent)
             agent.perform(run.st.effects[task.key], task.retry)
         elif task.op == "report":
             agent.report_back(run.st.effects[task.key])

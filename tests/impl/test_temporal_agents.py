@@ -191,3 +191,59 @@ def test_an_interrupt_of_the_parent_reaches_its_sub_agents_child_workflow(
     assert events[1][0] == "UserInput" and "Interrupt" in events[1], "the interrupt reached the child workflow"
     assert [e["status"] for e in child["effects"] if e["action"] == "CallLlm"] == ["failed"]
     assert parent["state"] == final_state(memory)
+
+
+COUNTING = """settings: {commit_hook: false}
+inputs: ["Count once."]
+replies:
+  - - {tool_call: {name: run_command, arguments: {argv: [sh, -c, "echo ran >> count.txt"]}}}
+  - "Counted."
+"""
+
+
+@pytest.mark.slow
+def test_an_agents_tool_whose_worker_died_is_unknown_until_the_operator_decides(
+        temporal_address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The worker dies right before the agent runs a non-idempotent tool: the effect is unknown (the
+    Loom agent's tools have no status query), nothing re-runs it; the operator's ``rerun`` runs it
+    exactly once, and the turn ends."""
+    from temporal_support import until
+
+    task_queue = queue()
+    script = tmp_path / "count.yaml"
+    script.write_text(COUNTING)
+    fresh(tmp_path)
+    log = tmp_path / "workers.log"
+    doomed = worker_process(temporal_address, task_queue, "--sticky-timeout", "1",
+                            env={"AGENTFSM_TEMPORAL_KILL": "before-tool"}, log=log)
+    run_id = f"killed-{task_queue}"
+    start = subprocess.Popen([str(AGENTFSM), "temporal", "start", str(ROOT / "spec" / "loom-agent.yaml"),
+                              "--agent-script", str(script), "--workdir", "w", "--address", temporal_address,
+                              "--task-queue", task_queue, "--run-id", run_id, "--wait", "--heartbeat", "1",
+                              "--timeout", "30"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    survivor = None
+    try:
+        assert doomed.wait(120) == -9, "the worker killed itself before the tool"
+        survivor = worker_process(temporal_address, task_queue, "--sticky-timeout", "1", log=log)
+
+        def decision() -> str:
+            code, out, _ = run_cli(["temporal", "trace", run_id, "--json", "--address", temporal_address], capsys)
+            pending = json.loads(out)["pending"] if code == 0 else []
+            return str(pending[0]["id"]) if pending else ""
+        key = until(decision, 120, "the operator's decision")
+        assert not (tmp_path / "w" / "count.txt").exists(), "nothing ran the tool again by itself"
+        code, _, err = run_cli(["temporal", "decide", run_id, f"{key}=rerun", "--address", temporal_address], capsys)
+        assert code == 0, err
+        out, err = start.communicate(timeout=120)
+        assert start.returncode == 0, out + err
+    finally:
+        for proc in (doomed, survivor, start):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert (tmp_path / "w" / "count.txt").read_text() == "ran\n", "exactly once after rerun"
+    config = ended(temporal_address, run_id)
+    assert config["state"] == "ShuttingDown"
+    [tool] = [e for e in config["effects"] if e["action"] == "ExecuteTools"]
+    assert tool["status"] == "completed" and tool["attempts"] == 2
