@@ -191,6 +191,23 @@ def test_an_interrupt_of_the_parent_reaches_its_sub_agents_child_workflow(
     assert events[1][0] == "UserInput" and "Interrupt" in events[1], "the interrupt reached the child workflow"
     assert [e["status"] for e in child["effects"] if e["action"] == "CallLlm"] == ["failed"]
     assert parent["state"] == final_state(memory)
+    replayed(address, run_id, spawn["key"] + "/sub-agent")
+
+
+def replayed(address: str, *run_ids: str) -> None:
+    """Temporal's replayer carries the runs' recorded histories through this code without a
+    nondeterminism error (timers, a child workflow, signals, cancelled activities). In debug mode: the
+    first task compiles the table, which on a loaded machine can outlast the deadlock detector."""
+    from agentfsm.impl.temporal.worker import connect, runner
+    from agentfsm.impl.temporal.workflow import TableWorkflow
+    from temporalio.worker import Replayer
+
+    async def main() -> None:
+        client = await connect(address)
+        for run_id in run_ids:
+            replayer = Replayer(workflows=[TableWorkflow], workflow_runner=runner(), debug_mode=True)
+            await replayer.replay_workflow(await client.get_workflow_handle(run_id).fetch_history())
+    asyncio.run(main())
 
 
 COUNTING = """settings: {commit_hook: false}
