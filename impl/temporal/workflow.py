@@ -221,9 +221,12 @@ class TableWorkflow:
                 return {**jr.config(), "records": jr.records(), "notes": self.notes, "outcome": ended.outcome}
             if jr.run.terminal:
                 return {**jr.config(), "records": jr.records(), "notes": self.notes}
-            if self.inbox:
+            if self.inbox:   # the user's input to an open run: `agentfsm temporal send RUN input --param text=...`
                 message = self.inbox.pop(0)
-                await self._act(jr, "input", text=str(message.params.get("text", "")), event_id=message.event_id)
+                if message.name == "input" and isinstance(message.params.get("text"), str):
+                    await self._act(jr, "input", text=message.params["text"], event_id=message.event_id)
+                else:
+                    self.notes.append(f"event {message.name} refused: an agent run takes input with a text")
                 continue
             if sent < len(inputs):
                 turn = inputs[sent]

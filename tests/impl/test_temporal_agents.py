@@ -264,3 +264,39 @@ def test_an_agents_tool_whose_worker_died_is_unknown_until_the_operator_decides(
     assert config["state"] == "ShuttingDown"
     [tool] = [e for e in config["effects"] if e["action"] == "ExecuteTools"]
     assert tool["status"] == "completed" and tool["attempts"] == 2
+
+
+def test_an_open_agent_run_takes_more_input(agent_worker: tuple[str, str], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``--open``: after its script the run waits; ``send RUN input --param text=...`` is the user's next
+    turn, any other event is refused with a note."""
+    from temporal_support import until
+
+    address, task_queue = agent_worker
+    script = tmp_path / "open.yaml"
+    script.write_text("settings: {commit_hook: false}\ninputs: [hi]\nreplies: [hello, again]\n")
+    fresh(tmp_path)
+    run_id = f"open-{task_queue}"
+    started = agentfsm("temporal", "start", str(ROOT / "spec" / "loom-agent.yaml"), "--agent-script", str(script),
+                       "--workdir", "w", "--open", "--address", address, "--task-queue", task_queue, "--run-id",
+                       run_id, cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    for argv in (["input", "--param", "text=more"], ["ShutdownRequested"]):
+        played(["temporal", "send", run_id, *argv, "--address", address], capsys)
+
+    def config() -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(played(["temporal", "trace", run_id, "--json", "--address", address],
+                                                  capsys))["config"]
+        return found if found.get("notes") else {}
+    seen = until(config, 120, "the refused event's note")
+    assert seen["state"] == "WaitingForUserInput" and "ShutdownRequested refused" in seen["notes"][0]
+    inputs = [r["body"]["payload"] for r in json.loads(played(["temporal", "trace", run_id, "--json", "--address",
+                                                               address], capsys))["records"]
+              if r["kind"] == "step" and r["body"]["event"] == "UserInput"]
+    assert inputs == ["hi", "more"]
+    asyncio.run(terminate(address, run_id))
+
+
+async def terminate(address: str, run_id: str) -> None:
+    from agentfsm.impl.temporal.worker import connect
+    await (await connect(address)).get_workflow_handle(run_id).terminate("the test is over")
