@@ -42,6 +42,7 @@ from agentfsm.impl.temporal.worker import connect
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_postgres import Served, pool_served
 from cpu import process_cpu
+from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -122,6 +123,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
               f"({row['temporal_cpu_per_run'] * 1000:4.0f} worker CPU-ms/run), PostgreSQL pool "
               f"{row['pool_runs_per_s']:6.1f} runs/s ({row['pool_cpu_per_run'] * 1000:4.0f} worker CPU-ms/run), "
               f"Temporal/pool {row['ratio']:.2f}x")
+    record("temporal-pool", [{"workers": row["workers"], "Temporal runs/s": row["temporal_runs_per_s"],
+                              "Temporal worker CPU-ms/run": row["temporal_cpu_per_run"] * 1000,
+                              "pool runs/s": row["pool_runs_per_s"],
+                              "pool worker CPU-ms/run": row["pool_cpu_per_run"] * 1000,
+                              "× pool": row["ratio"]} for row in rows],
+           table=f"spec/loom-agent.yaml, {args.runs} Loom turns (8 events, 4 effects each) per configuration",
+           note=f"Medians of {args.rounds} interleaved rounds, timed once all workers are up; × pool is "
+                "Temporal's rate over the PostgreSQL pool's, taken within a round.")
     return rows
 
 

@@ -38,9 +38,7 @@ FIGURE = re.compile(r"\b\d[\d.,]*(?:[–-]\d[\d.,]*)?\s?[x×](?=[\s).,;:]|$)"
 # Files whose figures come from benches that do not record yet (they keep their prose for
 # now), and words that look like a figure but quote something else.
 PENDING = {"docs/verifier.md": "bench/explore_vs_spin.py and bench/bench_systems.py",
-           "docs/systems.md": "bench/bench_systems.py",
-           "docs/postgres.md": "bench/bench_postgres.py",
-           "docs/temporal.md": "bench/bench_temporal.py"}
+           "docs/systems.md": "bench/bench_systems.py"}
 NOT_FIGURES = {"docs/seeds.md": ("2x turns",)}  # a seed's own words, quoted
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -69,7 +70,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("table", metavar="TABLE")
     _common(s)
     s.add_argument("--task-queue", default=DEFAULT_QUEUE, metavar="NAME", help=f"default {DEFAULT_QUEUE}")
-    s.add_argument("--script", metavar="FILE", help="an event script: the events the run begins with")
+    given = s.add_mutually_exclusive_group()
+    given.add_argument("--script", metavar="FILE", help="an event script: the events the run begins with")
+    given.add_argument("--agent-script", metavar="FILE",
+                       help="an agent script (inputs and replies, as agentfsm run --script takes): the table's own "
+                            "agent runs it, its model calls and tools as activities on the workers")
+    s.add_argument("--workdir", metavar="DIR", help="with --agent-script: the folder the agent's tools work in, on "
+                                                    "the workers' machine (default: the script's workdir, else here)")
+    s.add_argument("--openai", metavar="URL", help="with --agent-script: answer with the model at this OpenAI-"
+                                                   "compatible endpoint instead of the scripted replies")
+    s.add_argument("--model", metavar="NAME", help="the model name for --openai")
+    s.add_argument("--llm-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --openai: give up on a request when the server sends nothing for this long (default 60)")
     s.add_argument("--count", type=int, default=1, metavar="N", help="start N runs with this script")
     s.add_argument("--run-id", metavar="ID", help="the run's id (with --count N: ID-1 ... ID-N); default random")
     s.add_argument("--open", action="store_true", help="keep the run open for events until a final state")
@@ -187,12 +199,59 @@ def _events(table: Table, path: str | None) -> list[Any]:
     except ScriptError as exc:
         raise BadInput(str(exc)) from None
     if not isinstance(script, EventScript):
-        raise BadInput(f"{path}: runs on Temporal take event scripts ('events'), not agent scripts")
+        raise BadInput(f"{path}: --script takes event scripts ('events'); an agent script goes with "
+                       "--agent-script")
     try:
         checked = check_events(table, script.events)
     except ValueError as exc:
         raise BadInput(f"{path}: {exc}") from None
     return [EventMessage(str(e["event"]), dict(e["params"]), f"script-{n}") for n, e in enumerate(checked, 1)]
+
+
+def _agent_start(table: Table, args: argparse.Namespace) -> Any:
+    """What makes the run an agent run: the script (checked as ``agentfsm run`` checks it), its inputs,
+    the work folder and the model."""
+    from agentfsm.impl.agents.loom import LoomConfig
+    from agentfsm.impl.agents.play import SCRIPTED_ONLY, SETTINGS_OF
+    from agentfsm.impl.agents.tool_call import runner_plan
+    from agentfsm.impl.script import AgentScript
+    from agentfsm.impl.temporal.agent_activity import AGENTS, UNITS
+    from agentfsm.impl.temporal.messages import AgentInput, AgentStart
+    LOOM_SETTINGS = frozenset(f.name for f in dataclasses.fields(LoomConfig)) - {"workdir"}
+    if table.machine not in AGENTS:
+        raise BadInput(f"--agent-script: no agent runs {table.machine} (agents: {', '.join(sorted(AGENTS))})")
+    try:
+        script = load_script(args.agent_script, replies=args.openai is None)
+    except ScriptError as exc:
+        raise BadInput(str(exc)) from None
+    if not isinstance(script, AgentScript):
+        raise BadInput(f"{args.agent_script}: --agent-script takes an agent script ('inputs', 'replies'); "
+                       "an event script goes with --script")
+    known = SETTINGS_OF.get(table.machine, LOOM_SETTINGS)
+    unknown = sorted(set(script.settings) - known)
+    if unknown:
+        raise BadInput(f"{args.agent_script}: setting {unknown[0]!r} does not apply to {table.machine}")
+    if args.openai is not None and (not args.model or table.machine in SCRIPTED_ONLY):
+        raise BadInput("--openai needs --model NAME" if not args.model
+                       else f"--openai: the {table.machine} agent calls no model")
+    if args.model and args.openai is None:
+        raise BadInput("--model goes with --openai")
+    if args.llm_timeout <= 0:
+        raise BadInput("--llm-timeout must be positive")
+    script_path = Path(args.agent_script)
+    if args.workdir is not None:
+        workdir = Path(args.workdir)
+    elif script.workdir is not None:
+        workdir = script_path.parent / script.workdir
+    else:
+        workdir = Path.cwd()
+    if not workdir.is_dir():
+        raise BadInput(f"work directory {workdir} does not exist")
+    units = {"explorer-evaluator": len(script.inputs), "tool-call": len(runner_plan(script.replies))}
+    return AgentStart(script_path.read_text(encoding="utf-8"), script_path.name, str(workdir.resolve()),
+                      [AgentInput(t.text, t.interrupt_after) for t in script.inputs], args.openai or "",
+                      args.model or "", args.llm_timeout, units=units.get(table.machine, 0),
+                      unit_name=UNITS.get(table.machine, ""))
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -208,6 +267,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     events = _events(table, args.script)
     text = Path(args.table).read_text(encoding="utf-8")
     overrides = parse_overrides(args.overrides)
+    agent = None
+    if args.agent_script is not None:
+        agent = _agent_start(table, args)
+        overrides = {**table.runtime, **overrides}   # an agent serves the table's runtime limits
+    elif args.workdir or args.openai or args.model:
+        raise BadInput("--workdir, --openai and --model go with --agent-script")
     base = args.run_id or f"{table.machine}-{uuid.uuid4().hex[:12]}"
     ids = [base] if args.count == 1 else [f"{base}-{k}" for k in range(1, args.count + 1)]
     timeouts = Timeouts(args.timeout, args.heartbeat)
@@ -218,10 +283,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         for run_id in ids:
             start = start_message(run_id, Path(args.table), text, overrides, events, not args.open, timeouts,
                                   lifetimes)
+            start.agent = agent
             handles.append(await start_run(client, args.task_queue, start, table.machine))
             print(run_id, flush=True)
         return [await h.result() for h in handles] if args.wait else []
     for result in _run(main(), args):
+        for unit in result.get("units", []):   # an agent that plays each input as a run of its own
+            print(f"{unit['run_id']}: {unit['state']}: {unit['outcome'].get('answer', '')}")
         print(f"{result['run_id']}: {result['state']} {json.dumps(result['vars'], sort_keys=True)}")
     return EXIT_OK
 

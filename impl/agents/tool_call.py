@@ -140,15 +140,18 @@ class ToolCallRunner(Driver):
             if link is not None:
                 link.resume()
             if self.engine.state == "Requested":
-                tool = self.toolbox.tools.get(call.name)
-                problem = validate(tool, call.arguments)
-                if problem is not None:
-                    self.feed("ArgumentsInvalid", payload=problem)
-                else:
-                    self.feed("ArgumentsValid", ask_user=not self.rules.allows(call.name),
-                              takes_key=not self.toolbox.mutating(call.name))
+                self.request(call)
             await self.wait_until(lambda: self.is_done() and self.is_quiet())
         return self.answer()
+
+    def request(self, call: ToolCall) -> None:
+        """Validate the call's arguments: the first event of its trace."""
+        problem = validate(self.toolbox.tools.get(call.name), call.arguments)
+        if problem is not None:
+            self.feed("ArgumentsInvalid", payload=problem)
+        else:
+            self.feed("ArgumentsValid", ask_user=not self.rules.allows(call.name),
+                      takes_key=not self.toolbox.mutating(call.name))
 
     def answer(self) -> ToolResult:
         """What the model gets: the call's result, or why it has none yet."""

@@ -121,6 +121,19 @@ class AgentState:
     message: str | None = None
 
 
+@dataclass(frozen=True)
+class SubAgentEnd:
+    """How a sub-agent settled: its parent's tool result says it. ``used`` is what it took of the
+    scripts it shares with its parent (replies, verdicts, answers) when its run is not in the
+    parent's store, so that the parent's resume skips them too."""
+
+    session_id: str
+    state: str
+    error: str | None
+    answer: str
+    used: Mapping[str, int] = field(default_factory=dict)
+
+
 class Sessions:
     """The runtime the agents share: ``get(session_id)`` finds a parent's child, as the seed's ``runtime.get``."""
 
@@ -403,6 +416,21 @@ class VibeworkAgent(Driver):
             self._finish_tool(activity, ToolResult(call.id, call.name, "sub-agents may not spawn sub-agents "
                                                    f"deeper than {self.config.max_depth}", True), pending)
             return
+        ended = await self.sub_agent(activity, task, pending)
+        if ended is None:
+            return
+        if ended.state == "Error":
+            result = ToolResult(call.id, call.name, f"sub-agent {ended.session_id} failed: {ended.error}", True)
+            activity.feed(self, "SubAgentFailed", payload=result,
+                          effect=report(pending, "failed", {"result": asdict(result), **ended.used}))
+        else:
+            result = ToolResult(call.id, call.name, ended.answer or "(the sub-agent gave no answer)")
+            activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(), payload=result,
+                          effect=report(pending, "completed", {"result": asdict(result), **ended.used}))
+
+    async def sub_agent(self, activity: Activity, task: str, pending: Pending | None) -> SubAgentEnd | None:
+        """Run the sub-agent on ``task`` until it settles (durably on its child run, in this store);
+        None when it ends elsewhere (a runtime that runs it as its own run reports it later)."""
         link = None
         if pending is not None and isinstance(self.durability, DurableLink):
             child, link = self._child_run(pending.key)
@@ -413,25 +441,22 @@ class VibeworkAgent(Driver):
         try:
             if link is not None:
                 link.resume()
-            resumed = self.engine.state == "WaitingForSubAgent"  # a spawn resumed (or rerun) after a crash
+            resumed = self.spawn_resumed()
             if not resumed:
                 activity.feed(self, "SubAgentSpawned", payload=child.session_id)
             child.send_input(task, event_id="task")  # a resumed child run holds it already: a duplicate
             if resumed and self.engine.vars["interrupted"]:  # journaled for the parent, maybe not for the child
                 self._interrupt_child()
             await child.wait_settled()
-            outcome, error, answer = child.state(), child.error, child.last_text()
+            ended = SubAgentEnd(child.session_id, child.state(), child.error, child.last_text())
             child.durability = None  # the child run ends where it settled: its release is not journaled
         finally:
             await child.shutdown()
-        if outcome == "Error":
-            result = ToolResult(call.id, call.name, f"sub-agent {child.session_id} failed: {error}", True)
-            activity.feed(self, "SubAgentFailed", payload=result,
-                          effect=report(pending, "failed", {"result": asdict(result)}))
-        else:
-            result = ToolResult(call.id, call.name, answer or "(the sub-agent gave no answer)")
-            activity.feed(self, "SubAgentCompleted", next_rule_allows=self._next_allowed(), payload=result,
-                          effect=report(pending, "completed", {"result": asdict(result)}))
+        return ended
+
+    def spawn_resumed(self) -> bool:
+        """A spawn resumed (or rerun) after a crash: its SubAgentSpawned is journaled already."""
+        return self.engine.state == "WaitingForSubAgent"
 
     def _new_child(self) -> VibeworkAgent:
         child = VibeworkAgent(

@@ -10,7 +10,8 @@ is a known outcome (failed), never retried by Temporal.
 
 ``AGENTFSM_TEMPORAL_KILL`` (``before-tool`` or ``after-tool``) makes the worker SIGKILL itself
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
-real worker processes exactly there.
+real worker processes exactly there (an agent run's worker, with ``before-tool``, right before
+its agent performs a non-idempotent effect).
 """
 
 from __future__ import annotations
@@ -23,8 +24,19 @@ from typing import TypeVar
 
 from agentfsm.impl.durable.run import EffectCall, Tool
 from agentfsm.impl.stores.journal import JSON
+from agentfsm.impl.temporal.agent_activity import AgentRunError, act
 from agentfsm.impl.temporal.journal_run import compiled, pinned_table
-from agentfsm.impl.temporal.messages import PERFORM, STATUS, TOOL_FAILED, EffectTask, StartRun, StatusAnswer
+from agentfsm.impl.temporal.messages import (
+    AGENT,
+    PERFORM,
+    STATUS,
+    TOOL_FAILED,
+    AgentReply,
+    AgentTask,
+    EffectTask,
+    StartRun,
+    StatusAnswer,
+)
 from agentfsm.spec.model import Table
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -33,6 +45,8 @@ ToolFactory = Callable[[Table], Mapping[str, Tool]]
 T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
 KILL_POINTS = ("before-tool", "after-tool")
+STARTS_KEPT = 256
+"""Agent runs whose start (table and script, read from their history) a worker keeps at once."""
 
 
 def _call(task: EffectTask) -> EffectCall:
@@ -48,8 +62,9 @@ async def heartbeating(work: Callable[[], T], every: float = 0.5) -> T:
     return running.result()
 
 
-async def started_text() -> str:
-    """The table text of the run this activity belongs to, from the run's first history event."""
+async def started_run() -> StartRun:
+    """The start of the run this activity belongs to (its table text, its agent script), from the
+    run's first history event."""
     info = activity.info()
     client = activity.client()
     if info.workflow_id is not None:
@@ -57,7 +72,8 @@ async def started_text() -> str:
         async for event in handle.fetch_history_events(page_size=1):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             [start] = client.data_converter.payload_converter.from_payloads(payloads, [StartRun])
-            return str(start.table_text)
+            assert isinstance(start, StartRun)
+            return start
     raise ApplicationError(f"activity {info.activity_id} belongs to no table run whose start can be read",
                            type=TOOL_FAILED, non_retryable=True)
 
@@ -74,13 +90,14 @@ class EffectActivities:
         self.factory = factory
         self.heartbeat_every = heartbeat_every
         self._tools: dict[tuple[str, str], Mapping[str, Tool]] = {}
+        self._starts: dict[str, StartRun] = {}
 
     async def tool(self, task: EffectTask) -> Tool:
         version = (task.table_hash, repr(sorted(task.overrides.items())))
         if version not in self._tools:
             table = compiled(task.table_hash, task.overrides)
             if table is None:
-                text = task.table_text or await started_text()
+                text = task.table_text or (await started_run()).table_text
                 table = pinned_table(text, task.table_hash, task.file, task.overrides)
             self._tools[version] = self.factory(table)
         tools = self._tools[version]
@@ -106,3 +123,21 @@ class EffectActivities:
         if reply is None:
             return StatusAnswer(False)
         return StatusAnswer(True, reply[0], reply[1], bool(getattr(tool, "fences", False)))
+
+    @activity.defn(name=AGENT)
+    async def agent(self, task: AgentTask) -> AgentReply:
+        """One task of an agent run (``agentfsm.impl.temporal.agent_activity``): the start (its table
+        and script) is read from the run's history once per run and worker."""
+        run = activity.info().workflow_run_id or task.run_id
+        if run not in self._starts:
+            if len(self._starts) >= STARTS_KEPT:   # the oldest first (a dict keeps insertion order)
+                del self._starts[next(iter(self._starts))]
+            self._starts[run] = await started_run()
+        start = self._starts[run]
+        table = pinned_table(start.table_text, start.table_hash, start.file, start.overrides)
+        try:
+            reply: AgentReply = await act(start, table, task, activity.heartbeat, self.heartbeat_every,
+                                          lambda idempotent: None if idempotent else _kill_here("before-tool"))
+            return reply
+        except AgentRunError as exc:
+            raise ApplicationError(str(exc), type=TOOL_FAILED, non_retryable=True) from None

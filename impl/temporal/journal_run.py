@@ -14,10 +14,10 @@ asks for it (``Prefetched``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from agentfsm.impl.durable.run import DurableRun, EffectCall, Options, StatusReply
+from agentfsm.impl.durable.run import Calls, CallSpec, Described, DurableRun, EffectCall, Options, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.stores.journal import JSON, Record
 from agentfsm.impl.stores.memory import MemoryStore
@@ -168,3 +168,19 @@ class JournalRun:
 
 def record_json(record: Record) -> dict[str, Any]:
     return {"seq": record.seq, "kind": record.kind, "time": record.time, "body": record.body}
+
+
+def calls_json(calls: Calls | None) -> dict[str, JSON]:
+    found: dict[str, JSON] = {}
+    for action, made in (calls or {}).items():
+        found[action] = asdict(made) if isinstance(made, Described) else [asdict(c) for c in made]
+    return found
+
+
+def calls_from_json(data: Mapping[str, Any]) -> Calls:
+    return {action: Described(**made) if isinstance(made, dict) else [CallSpec(**c) for c in made]
+            for action, made in data.items()}
+
+
+def report_from_json(data: Mapping[str, Any] | None) -> Report | None:
+    return None if data is None else Report(**data)

@@ -12,6 +12,8 @@ WORKFLOW = "agentfsm-table"
 """The one workflow type: it serves every table (the table's text travels with the start)."""
 PERFORM = "agentfsm-perform-effect"
 STATUS = "agentfsm-status-query"
+AGENT = "agentfsm-agent-act"
+"""An agent run's activity: the agent's own driver, rebuilt from the journal, does one thing."""
 SIGNAL_EVENT = "event"
 SIGNAL_DECIDE = "decide"
 SIGNAL_INTERRUPT = "interrupt"
@@ -48,6 +50,42 @@ class Timeouts:
 
 
 @dataclass
+class AgentInput:
+    """One user input of an agent script; ``interrupt_after`` seconds later the user interrupts."""
+
+    text: str
+    interrupt_after: float | None = None
+
+
+@dataclass
+class AgentStart:
+    """What makes a run an agent run (``agentfsm run --script`` with an agent script): the script
+    (its replies are the scripted model's, unless ``openai`` names a real one), the folder its
+    tools work in (on the workers' machine), and its inputs, which the workflow sends one by one,
+    each once the agent has nothing left to do."""
+
+    script_text: str
+    script_file: str
+    workdir: str
+    inputs: list[AgentInput] = field(default_factory=list)
+    openai: str = ""
+    model: str = ""
+    llm_timeout: float = 60.0
+    child: bool = False
+    """A sub-agent's run (a child workflow): its one input is its task; it ends once settled."""
+    depth: int = 0
+    units: int = 0
+    """The agents that play each input as a run of its own (the explorer's tasks, the tool-call
+    runner's calls): how many; the run plays them one by one as child workflows ``RUN/UNIT-N``."""
+    unit_name: str = ""
+    unit: int = 0
+    """A unit's run: its number (its input, or its tool call among the script's)."""
+    skip: dict[str, int] = field(default_factory=dict)
+    """What the runs before it took of the shared script (replies, verdicts, answers): a sub-agent
+    goes on where its parent stood."""
+
+
+@dataclass
 class StartRun:
     """A run's start: its table (text and the hash it must have), the events it begins with, and
     whether it ends once they are delivered and settled (``until_idle``) or only in a final state."""
@@ -63,6 +101,8 @@ class StartRun:
     max_attempts: int = 5
     approval_lifetimes: dict[str, float | None] = field(default_factory=dict)
     """Seconds each approval lives (None: forever), beside and over the table's ``approval:``."""
+    agent: AgentStart | None = None
+    """Set: the table's own agent runs it (its model and tools, in activities); else its events."""
 
 
 @dataclass
@@ -104,3 +144,37 @@ class StatusAnswer:
     result: Any = None
     fences: bool = False
     """The tool fences keys at the query's token (only then is its ``not-run`` trusted)."""
+
+
+@dataclass
+class AgentTask:
+    """One thing an agent run's activity does with the agent rebuilt from ``records`` (the journal
+    so far): ``input`` (the user's ``text``), ``perform`` (the effect ``key``, already started),
+    ``report`` (feed back the settled effect ``key``), ``status`` (ask the tool about ``key``),
+    ``interrupt``, ``shutdown``, ``outcome`` (how the agent settled)."""
+
+    run_id: str
+    op: str
+    records: list[dict[str, Any]]
+    key: str = ""
+    retry: bool = False
+    text: str = ""
+    event_id: str | None = None
+    ended: dict[str, Any] | None = None
+    """``perform`` of a spawn whose child run ended: how it ended (``outcome`` of the child)."""
+
+
+@dataclass
+class AgentReply:
+    """What the agent did: the events its driver fed, in order, each with what the journal keeps of
+    it (payload, calls, the effect it reports), and the interrupts it journaled (``interrupt``
+    set: the item is an interrupt, not an event); ``status`` answers a ``status`` task."""
+
+    fed: list[dict[str, Any]] = field(default_factory=list)
+    status: StatusAnswer | None = None
+    child: str | None = None
+    """A spawn's task: its sub-agent is to run as a child run (then ``perform`` again with ``ended``)."""
+    used: dict[str, int] = field(default_factory=dict)
+    """What this run took of its script so far (with ``child``: where the sub-agent goes on)."""
+    outcome: dict[str, Any] | None = None
+    """``outcome``: how the agent settled (a sub-agent's answer to its parent)."""

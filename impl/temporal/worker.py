@@ -22,6 +22,12 @@ PASSTHROUGH = ("agentfsm", "yaml", "jsonschema", "jsonschema_specifications", "r
 the sandbox (compiling a table is deterministic; re-importing them for every run would be slow)."""
 
 
+HEARTBEAT_THROTTLE = 0.5
+"""Seconds between an activity's heartbeats reaching the server (the SDK's default is most of the
+heartbeat timeout): a cancellation (an interrupt of an agent run) reaches an activity only with the
+answer to a heartbeat, so this bounds how late the agent hears of it."""
+
+
 def warm_up() -> None:
     """Import everything compiling a table imports (the schema validator loads parts lazily), before
     any workflow runs: the sandbox then finds it loaded and passes it through."""
@@ -50,8 +56,9 @@ def build_worker(client: Client, task_queue: str, factory: ToolFactory, workflow
     effects = EffectActivities(factory)
     return Worker(client, task_queue=task_queue, workflow_runner=runner(),
                   workflows=[TableWorkflow] if workflows else [],
-                  activities=[effects.perform, effects.status] if activities else [],
+                  activities=[effects.perform, effects.status, effects.agent] if activities else [],
                   max_concurrent_activities=concurrency,
+                  max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_THROTTLE),
                   sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky))
 
 
