@@ -32,6 +32,7 @@ from agentfsm.spec.expr import Value
 
 MAX_LINE = 1 << 20
 MEMO_LINES = 1 << 14   # distinct reply lines a transport keeps parsed (an adapter repeats few replies)
+FLUSH_BYTES = 1 << 12   # requests queued past this are written at once, so that the adapter is never idle
 STDERR_LINES = 20
 QUIT_GRACE = 1.0
 STARTUP_GRACE = 10.0   # seconds added to the timeout for a fresh adapter's first reply
@@ -183,8 +184,10 @@ class ProcessTransport:
         return self.fail("exited", f"the adapter exited ({how})")
 
     def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
-        # Written when the next reply is awaited: requests queued meanwhile go in one write.
+        # Written when the next reply is awaited, or once a few kilobytes wait: in chunks, as a pipe would.
         self.outbox += b"".join(lines if lines is not None else map(encode, messages))
+        if len(self.outbox) >= FLUSH_BYTES and not self.writing:
+            self._flush()
 
     def _flush(self) -> None:
         try:
@@ -283,6 +286,8 @@ class ProcessTransport:
     def peek(self, n: int) -> list[bytes]:
         """The next ``n`` reply lines as read, not taken (fewer if fewer are at hand): a run compares
         them with lines that passed before and, if all are, takes them with ``skip`` unparsed."""
+        if len(self.replies) - self.taken < n and self.fd_out >= 0:
+            self._pump(0.0)   # whatever has arrived meanwhile, without waiting
         return self.replies[self.taken:self.taken + n]
 
     def skip(self, n: int) -> None:
