@@ -21,7 +21,7 @@ ratios; ``wide`` returns its rows.
 Past 2**24: wide-counters at n=127 (16.8 million configurations, codes of 25 bits) explored
 in fresh interpreters with the visited set as shipped and with the hash table it used
 before past a 2**24 span: CPU and peak memory per configuration. Usage: ``make bench`` or
-``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127]``.
+``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127] [--only-wide]``.
 """
 
 from __future__ import annotations
@@ -327,6 +327,8 @@ def main() -> None:
                         help="wide-counters' n for the series past 2**24 configurations (about 4 GB; 0: skip it)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)   # one wide size, in a child process
     parser.add_argument("--scalar", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only-wide", action="store_true",
+                        help="the wide series alone (recorded on its own; the narrow and past-2^24 figures kept)")
     if sys.argv[1:2] == ["--past-dense"]:   # one exploration past 2**24, in a child process
         past_dense_one(int(sys.argv[2]), "--hashed" in sys.argv)
         return
@@ -342,23 +344,31 @@ def main() -> None:
     # The wide series first: a child's peak memory (wait4's ru_maxrss) starts from this process's
     # size when it forks, and the narrow series explores in this process.
     wide_rows = wide(args.wide, have_spin)
+    if have_spin:
+        record_wide(wide_rows)
+    if args.only_wide:
+        return
     narrow_rows = narrow(args.max, have_spin)
     threshold()
     if have_spin:
-        record_series(narrow_rows, wide_rows)
+        record_narrow(narrow_rows)
     if args.past:
         record_past_dense(past_dense(args.past), args.past)
 
 
-def record_series(narrow_rows: list[dict[str, float]], wide_rows: list[dict[str, float]]) -> None:
-    """The docs' tables (bench/figures.py): `agentfsm verify` as a user runs it beside Spin end
-    to end, and the exploration beside pan's search, in CPU seconds."""
+def record_narrow(narrow_rows: list[dict[str, float]]) -> None:
+    """The docs' narrow table (bench/figures.py): `agentfsm verify` as a user runs it beside Spin
+    end to end, and the exploration beside pan's search, in CPU seconds."""
     record("verify-narrow", [{
         "configurations": int(r["configurations"]), "explore CPU-s": r["explore"], "pan -DNOREDUCE CPU-s": r["pan"],
         "× pan": r["explore"] / r["pan"], "verify CPU-s": r["cli"], "Spin end to end CPU-s": r["spin_e2e"],
         "× Spin": r["cli"] / r["spin_e2e"]} for r in narrow_rows],
         table="spec/loom-agent.yaml grown with --set max_retries=N", note="Least of interleaved rounds; "
         "verify: the `agentfsm verify` process, start to exit; Spin end to end: spin -a, gcc -O2, pan.")
+
+
+def record_wide(wide_rows: list[dict[str, float]]) -> None:
+    """The docs' wide table: `agentfsm verify` beside Spin end to end, CPU and peak memory."""
     record("verify-wide", [{
         "configurations": int(r["configurations"]), "verify CPU-s": r["verify_cpu"],
         "Spin end to end CPU-s": r["spin_e2e_cpu"], "× Spin": r["x_e2e_cpu"], "verify peak MB": r["verify_peak_mb"],

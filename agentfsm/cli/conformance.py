@@ -254,7 +254,8 @@ def run_conform(args: argparse.Namespace) -> int:
         except AdapterDidNotStart as exc:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))
-    _write(args.junit, junit_xml("conform", [junit_suite(report)]))
+    if args.junit:
+        _write(args.junit, junit_xml("conform", [junit_suite(report)]))
     write_report(args, "conform", [conform_entry(table, report)] if wanted(args) else [], [table])
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}

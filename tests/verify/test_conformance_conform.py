@@ -293,3 +293,17 @@ def test_requests_are_encoded_once_per_event_and_typed_values(loom: Table) -> No
     assert [json.loads(line)["params"] for line in lines[1:]] == [{"mutating": True}, {"mutating": 1},
                                                                   {"mutating": True}, {"mutating": [1]}]
     assert messages[1] is messages[3] and messages[1] is not messages[2]
+
+
+def test_no_junit_report_is_built_unless_asked_for(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A run of millions of vectors built one JUnit case per vector, then dropped it (7 GB
+    at --extra-states 3 on Loom), when --junit was not given."""
+    from agentfsm.cli import conformance as cli
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("a JUnit report was built")
+
+    monkeypatch.setattr(cli, "junit_suite", refuse)
+    assert main(["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows"]) == 0
+    assert "passed" in capsys.readouterr().out

@@ -367,16 +367,17 @@ def visited_set(packing: Packing, graph: Graph) -> CodeIndex | DenseIndex:
 
 
 def run(levels: Levels, start: int, graph: Graph, index: CodeIndex | DenseIndex,
-        report: Callable[[int, int, int, bool], None], low: int) -> int:
+        report: Callable[[int, int, int, bool], None], low: int, keep_edges: bool = True) -> int:
     """Explore from configuration ``start`` on, batch by batch, until nothing is left or
     fewer than ``low`` wait; ``report(configurations, transitions, last explored,
-    finished)`` after each batch. Returns where it stopped."""
+    finished)`` after each batch. Returns where it stopped. Without ``keep_edges`` the
+    edges are only counted (in the offsets and the stutter positions)."""
     count = len(graph.codes)
     i = start
     while i < count:
         n = min(count - i, BATCH, max(1, CELLS // levels.width))
         target, states = levels.batch(graph.view("codes")[i:i + n].copy(), i)
-        edges = len(graph.edge_target)
+        edges = graph.offsets[-1]
         fresh, parents, plabels, degree, targets, labels, stutter = number(index, target, states, levels.labels, i,
                                                                            count, levels.packing.all.bit_length())
         extend(graph.codes, fresh)
@@ -384,11 +385,12 @@ def run(levels: Levels, start: int, graph: Graph, index: CodeIndex | DenseIndex,
         extend(graph.parent_label, plabels)
         extend(graph.offsets, edges + np.cumsum(degree))
         extend(graph.stutter, edges + stutter)
-        extend(graph.edge_label, labels)
-        extend(graph.edge_target, targets)
+        if keep_edges:
+            extend(graph.edge_label, labels)
+            extend(graph.edge_target, targets)
         count += len(fresh)
         i += n
-        report(count, len(graph.edge_target), i - 1, i == count)
+        report(count, graph.offsets[-1], i - 1, i == count)
         if count - i < low:
             break
     return i

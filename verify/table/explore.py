@@ -36,6 +36,11 @@ configuration unchanged and is no transition, and final states accept nothing, s
 neither produces an edge; both are counted in the unhandled report instead (final
 states are not: accepting nothing is what they are for). A step that breaks the table's
 rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
+
+``explore(..., edges=False)`` counts the edges without storing them (12 bytes a
+transition, most of the memory of a wide space): the offsets (so each configuration's
+degree), the stutter edges' positions and the parents (so every shortest path) stay,
+which is all the checks that read no edge need (``checks.reads_edges`` decides).
 """
 
 from __future__ import annotations
@@ -233,6 +238,7 @@ class Exploration:
         self.edge_label = array("i")
         self.edge_target = array("q")
         self.stutter = array("q")   # indices of the edges that are ignored events, ascending
+        self.kept_edges = True   # False: edge_label and edge_target are empty, only counted in the offsets
         self.reached = (1, 0, 0)   # (configurations, transitions, depth) after the last whole chunk
         self.errors: list[StepError] = []
         self.error_count = 0
@@ -264,7 +270,7 @@ class Exploration:
 
     @property
     def transitions(self) -> int:
-        return len(self.edge_target)
+        return self.offsets[-1]
 
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
         return self.packing.unpack(int(self.codes[i]))
@@ -290,8 +296,15 @@ class Exploration:
         return labels
 
     def edges(self, i: int) -> Iterator[tuple[int, int]]:
+        self.need_edges()
         lo, hi = self.offsets[i], self.offsets[i + 1]
         return zip(self.edge_label[lo:hi], self.edge_target[lo:hi], strict=True)
+
+    def need_edges(self) -> None:
+        """Fail loudly where an analysis reads edges an exploration was told not to keep."""
+        if not self.kept_edges:
+            raise ValueError(f"{self.table.machine}: explored without its edges (explore(..., edges=False)), "
+                             "which this analysis reads")
 
     def record_error(self, i: int, label: int, err: SemanticError) -> None:
         """Keep the first (in breadth-first order, so shallowest) error per kind and rows."""
@@ -314,14 +327,16 @@ class Exploration:
 
 
 def explore(table: Table, progress: Callable[[int], None] | None = None,
-            max_configurations: int | None = None) -> Exploration:
-    """Explore breadth-first from the initial configuration; see the module docstring.
+            max_configurations: int | None = None, edges: bool = True) -> Exploration:
+    """Explore breadth-first from the initial configuration; see the module docstring
+    (``edges``: store the edges, or only count them).
 
     Raise ``ExplorationLimit`` when more than ``max_configurations`` are found (by default
     ``DEFAULT_MAX_CONFIGURATIONS``; checked between chunks or batches, so the count may
     overshoot by one's successors) or when memory runs out; the partial graph is dropped
     before raising, so the caller has room to report."""
     ex = Exploration(table)
+    ex.kept_edges = edges
     try:
         _run(ex, progress, max_configurations)
     except ExplorationLimit:
@@ -374,7 +389,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
         levels = batched.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
                                        ex.unhandled, eventless, [s.transient for s in table.states])
         while i < len(graph.codes):
-            i = batched.run(levels, i, graph, visited, report, LEVEL_LOW)
+            i = batched.run(levels, i, graph, visited, report, LEVEL_LOW, ex.kept_edges)
             if i < len(graph.codes):
                 start = i
                 i = _scalar(ex, entries, unhandled_labels, ignore, visited, built, i, wide, report)
@@ -402,6 +417,7 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
     arrays once the batches have run) and progress reported between chunks rather than
     tested per configuration."""
     codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
+    base = offsets[-1] - len(edge_target)   # edges counted but not kept (none unless ``kept_edges`` is False)
     smask = ex.packing.state_mask
     outcome_error, outcome_ignored = ex._outcome_error, ex._outcome_ignored
     queue = islice(codes, i, None)   # stops for good once it reaches the end: then nothing is left to explore
@@ -423,7 +439,7 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
                     if err is not None:
                         ex.record_error(i, label, err)
                     elif outcome_ignored[~keep]:
-                        stutter.append(len(edge_target))
+                        stutter.append(base + len(edge_target))
                         edge_label.append(label)
                         edge_target.append(i)
                     continue
@@ -438,16 +454,19 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
                 edge_target.append(j)
             if ignore:
                 for label in unhandled_labels[state]:
-                    stutter.append(len(edge_target))
+                    stutter.append(base + len(edge_target))
                     edge_label.append(label)
                     edge_target.append(i)
-            offsets.append(len(edge_target))
+            offsets.append(base + len(edge_target))
             i += 1
+        if not ex.kept_edges:   # counted in the offsets; the chunk's edges go
+            base += len(edge_target)
+            del edge_label[:], edge_target[:]
         if i == start or (wide is not None and len(codes) - i >= wide):
             break
-        report(len(codes), len(edge_target), i - 1, i == len(codes))
+        report(len(codes), offsets[-1], i - 1, i == len(codes))
     if i == len(codes):
-        report(len(codes), len(edge_target), i - 1, True)
+        report(len(codes), offsets[-1], i - 1, True)
     return i
 
 

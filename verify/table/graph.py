@@ -68,6 +68,7 @@ def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> li
 def csr(ex: Exploration) -> tuple[Ints, Ints, npt.NDArray[np.intc]]:
     """The exploration's ``(offsets, targets, labels)`` as numpy arrays (views, no copy):
     array's ``q`` and ``i`` are C's long long and int."""
+    ex.need_edges()
     return (np.frombuffer(ex.offsets, dtype=np.longlong), np.frombuffer(ex.edge_target, dtype=np.longlong),
             np.frombuffer(ex.edge_label, dtype=np.intc))
 

@@ -7,7 +7,7 @@ import time
 from typing import Protocol
 
 from agentfsm.spec import Table
-from agentfsm.verify.table.checks import Verdict, run_checks
+from agentfsm.verify.table.checks import Verdict, reads_edges, run_checks
 from agentfsm.verify.table.explore import ExplorationLimit, explore
 
 
@@ -26,7 +26,7 @@ def verify_table(table: Table, meter: Meter | None = None,
     early (the limit, or memory running out while exploring or checking)."""
     start = time.perf_counter()
     try:
-        ex = explore(table, meter, max_configurations)
+        ex = explore(table, meter, max_configurations, edges=reads_edges(table))
     finally:
         if meter is not None:
             meter.done()
