@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import itertools
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -351,6 +352,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     index[first] = 0
     wide = LEVEL_MIN if LEVEL_MIN is not None and batched.applicable(table, len(ex.labels)) else None
     reported = 0
+    depth = Depth()
     scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
     cap = DEFAULT_MAX_CONFIGURATIONS if limit is None else limit
 
@@ -358,7 +360,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
         nonlocal reported
         if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
             reported = last + 1
-            _report(ex, count, transitions, last, built[1], progress, limit)
+            _report(ex, count, transitions, last, built[1], progress, limit, depth)
 
     i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
     scalar.append((0, i))
@@ -468,13 +470,31 @@ def _arm(ex: Exploration, row: Row, params: tuple[Value, ...]) -> batched.Arm:
     return batched.arm(ex.table, ex.packing, row, direct.keep, direct.add, direct.stable)
 
 
+class Depth:
+    """The breadth-first depth of the configurations explored so far, level by level.
+
+    Walking the parent chain at each report cost the depth at every report: quadratic on a
+    deep, narrow space. In breadth-first numbering parents never decrease, so the level after
+    the one starting at ``start`` begins at the first configuration whose parent is ``start``
+    or later (one bisection), and each level is found once in a whole exploration."""
+
+    def __init__(self) -> None:
+        self.start = 0   # where level ``depth`` begins
+        self.depth = 0
+
+    def of(self, last: int, parent: Sequence[int]) -> int:
+        """The depth of configuration ``last`` (not less than at the previous call)."""
+        while True:
+            following = bisect_left(parent, self.start, self.start + 1)
+            if following > last:
+                return self.depth
+            self.start, self.depth = following, self.depth + 1
+
+
 def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],
-            progress: Callable[[int], None] | None, limit: int | None) -> None:
+            progress: Callable[[int], None] | None, limit: int | None, depth: Depth) -> None:
     """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
-    depth, j = 0, last
-    while j > 0:
-        j, depth = parent[j], depth + 1
-    ex.reached = (count, transitions, depth)
+    ex.reached = (count, transitions, depth.of(last, parent))
     if progress is not None:
         progress(count)
     if count > (DEFAULT_MAX_CONFIGURATIONS if limit is None else limit):
