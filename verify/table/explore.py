@@ -26,8 +26,9 @@ random tables.
 While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
 they go a batch at a time through numpy array operations (``batched``), with the
 same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
-then goes on with the batches' visited set and typed arrays. A narrow, deep space never
-leaves the scalar loop and its lists.
+then goes on with the batches' visited set and graph. A narrow, deep space never
+leaves the scalar loop and its dict. Parents and edges go into typed arrays from the start
+(appending to an ``array`` is cheaper than to a list, and nothing is converted after).
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
@@ -47,7 +48,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -346,7 +347,8 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     ignore = table.unhandled.policy == "ignore"
     codes: list[int] = []
     ex.codes, index = codes, ex.index
-    built: list[MutableSequence[int]] = [codes, [-1], [-1], [0], [], [], []]   # as batched.Graph
+    built: list[MutableSequence[int]] = [codes, array("q", [-1]), array("q", [-1]), array("q", [0]), array("i"),
+                                         array("q"), array("q")]   # as batched.Graph
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
@@ -383,8 +385,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                 scalar.append((start, i))
         ex.code_index = visited
         ex.codes = graph.view("codes")
-    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = (
-        part if isinstance(part, array) else array("i" if k == 3 else "q", part) for k, part in enumerate(built[1:]))
+    parts = built[1:]
+    assert all(isinstance(part, array) for part in parts)
+    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = cast("list[array[int]]", parts)
     _tally(ex, plans, unhandled_labels, scalar)
 
 
@@ -400,8 +403,8 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
 
     The loop is the verifier's hot path; it is written for CPython's interpreter: plans
     unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
-    sees appended items, so it is the breadth-first queue), edges appended to lists (typed
-    arrays once the batches have run) and progress reported between chunks rather than
+    sees appended items, so it is the breadth-first queue), parents and edges appended to
+    typed arrays and progress reported between chunks rather than
     tested per configuration."""
     codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
     smask = ex.packing.state_mask
