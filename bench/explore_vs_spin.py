@@ -21,7 +21,8 @@ ratios; ``wide`` returns its rows.
 Past 2**24: wide-counters at n=127 (16.8 million configurations, codes of 25 bits) explored
 in fresh interpreters with the visited set as shipped and with the hash table it used
 before past a 2**24 span: CPU and peak memory per configuration. Usage: ``make bench`` or
-``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127]``.
+``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127]`` (0 skips a series:
+``--wide 0 --past 0`` measures and records the narrow series alone).
 """
 
 from __future__ import annotations
@@ -340,9 +341,9 @@ def main() -> None:
         return
     have_spin = spin.available()
     # The wide series first: a child's peak memory (wait4's ru_maxrss) starts from this process's
-    # size when it forks, and the narrow series explores in this process.
-    wide_rows = wide(args.wide, have_spin)
-    narrow_rows = narrow(args.max, have_spin)
+    # size when it forks, and the narrow series explores in this process. A size of 0 skips a series.
+    wide_rows = wide(args.wide, have_spin) if args.wide else []
+    narrow_rows = narrow(args.max, have_spin) if args.max else []
     threshold()
     if have_spin:
         record_series(narrow_rows, wide_rows)
@@ -353,12 +354,22 @@ def main() -> None:
 def record_series(narrow_rows: list[dict[str, float]], wide_rows: list[dict[str, float]]) -> None:
     """The docs' tables (bench/figures.py): `agentfsm verify` as a user runs it beside Spin end
     to end, and the exploration beside pan's search, in CPU seconds."""
+    if narrow_rows:
+        record_narrow(narrow_rows)
+    if wide_rows:
+        record_wide(wide_rows)
+
+
+def record_narrow(narrow_rows: list[dict[str, float]]) -> None:
     record("verify-narrow", [{
         "configurations": int(r["configurations"]), "explore CPU-s": r["explore"], "pan -DNOREDUCE CPU-s": r["pan"],
         "× pan": r["explore"] / r["pan"], "verify CPU-s": r["cli"], "Spin end to end CPU-s": r["spin_e2e"],
         "× Spin": r["cli"] / r["spin_e2e"]} for r in narrow_rows],
         table="spec/loom-agent.yaml grown with --set max_retries=N", note="Least of interleaved rounds; "
         "verify: the `agentfsm verify` process, start to exit; Spin end to end: spin -a, gcc -O2, pan.")
+
+
+def record_wide(wide_rows: list[dict[str, float]]) -> None:
     record("verify-wide", [{
         "configurations": int(r["configurations"]), "verify CPU-s": r["verify_cpu"],
         "Spin end to end CPU-s": r["spin_e2e_cpu"], "× Spin": r["x_e2e_cpu"], "verify peak MB": r["verify_peak_mb"],
