@@ -97,6 +97,7 @@ bench: setup
 	$(BIN)/python bench/bench_conform.py
 	$(BIN)/python bench/protocol_walks.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_make_verify.py
 	$(BIN)/python bench/figures.py
 
 # The HTML report's screenshots in docs/report/ (docs/report.md), taken by its browser tests.
