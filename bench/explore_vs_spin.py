@@ -21,7 +21,8 @@ ratios; ``wide`` returns its rows.
 Past 2**24: wide-counters at n=127 (16.8 million configurations, codes of 25 bits) explored
 in fresh interpreters with the visited set as shipped and with the hash table it used
 before past a 2**24 span: CPU and peak memory per configuration. Usage: ``make bench`` or
-``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127] [--only-wide]``.
+``.venv/bin/python bench/explore_vs_spin.py [--max 1000000] [--wide 2000000] [--past 127] [--only-wide]``
+(0 skips a series: ``--wide 0 --past 0`` measures and records the narrow series alone).
 """
 
 from __future__ import annotations
@@ -342,15 +343,15 @@ def main() -> None:
         return
     have_spin = spin.available()
     # The wide series first: a child's peak memory (wait4's ru_maxrss) starts from this process's
-    # size when it forks, and the narrow series explores in this process.
-    wide_rows = wide(args.wide, have_spin)
-    if have_spin:
+    # size when it forks, and the narrow series explores in this process. A size of 0 skips a series.
+    wide_rows = wide(args.wide, have_spin) if args.wide else []
+    if have_spin and wide_rows:
         record_wide(wide_rows)
     if args.only_wide:
         return
-    narrow_rows = narrow(args.max, have_spin)
+    narrow_rows = narrow(args.max, have_spin) if args.max else []
     threshold()
-    if have_spin:
+    if have_spin and narrow_rows:
         record_narrow(narrow_rows)
     if args.past:
         record_past_dense(past_dense(args.past), args.past)

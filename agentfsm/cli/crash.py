@@ -13,6 +13,7 @@ from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.html_report import add_report_options, write_report
 from agentfsm.cli.limits import reporting_limits
 from agentfsm.cli.main import main
+from agentfsm.cli.registry import load as load_command
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables
 from agentfsm.diagrams.report_data import crash_entry
 from agentfsm.faults.crash import CrashChecker, CrashReport, Violation
@@ -67,6 +68,7 @@ def run_agent_crash(args: argparse.Namespace) -> int:
         raise BadInput(str(exc)) from None
     if not isinstance(script, AgentScript):
         raise BadInput(f"{args.agent_script}: an event script; --agent-script takes an agent script")
+    load_command("run")   # the children fork from this process: `run`'s imports are paid here once, not per child
     campaign = AgentCrash(args.table, args.agent_script, script, table.machine, main)
     show = not args.json and sys.stderr.isatty()
 

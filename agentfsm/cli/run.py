@@ -16,7 +16,6 @@ from agentfsm.cli.util import add_set_option, load_tables, parse_overrides, repo
 from agentfsm.impl.adapter import serve
 from agentfsm.impl.agents.play import ASKS_PERMISSION, PLAYERS, SCRIPTED_ONLY, SETTINGS_OF, Run
 from agentfsm.impl.llm.client import close_client
-from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import PlayRefused, Reporter, play_agent, play_events
 from agentfsm.impl.script import EventScript, ScriptError, load_script
 from agentfsm.impl.system_run import RunDiverged, run_trace
@@ -121,6 +120,8 @@ def run_run(args: argparse.Namespace) -> int:
     if args.openai is not None:
         if not args.model:
             raise BadInput("--openai needs --model NAME")
+        # Imported here: the SDK is about a second of imports that a scripted run skips.
+        from agentfsm.impl.llm.openai import OpenAIClient
         try:
             model = OpenAIClient(args.openai, args.model, os.environ.get("OPENAI_API_KEY"), timeout=args.llm_timeout)
         except ValueError as exc:

@@ -159,6 +159,31 @@ def test_crash_agent_script_kills_resumes_and_compares(capsys: pytest.CaptureFix
     assert report["ok"] and report["kills"] == 1 and report["boundaries"] > 20 and report["violations"] == []
 
 
+def test_scenarios_run_side_by_side_report_as_one_after_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scenarios at a time find what one at a time finds, merged in boundary order: a planted
+    journal problem makes every scenario (each in its own forked process) report one violation
+    naming its boundary, and what the report holds must not depend on ``jobs``."""
+    from agentfsm.faults import crash_agent
+
+    from agentfsm.cli.main import main
+
+    monkeypatch.setattr(crash_agent.AgentCrash, "journal_problem", lambda self, where: f"planted in {where.name}")
+    script = load_script(str(EXAMPLES / DEMOS["tool-call"]))
+    assert isinstance(script, AgentScript)
+    reports = []
+    for jobs in (1, 2):
+        campaign = crash_agent.AgentCrash(str(ROOT / "spec" / "tool-call.yaml"), str(EXAMPLES / DEMOS["tool-call"]),
+                                          script, "tool-call", main)
+        try:
+            reports.append(campaign.check(2, jobs=jobs).to_json())
+        finally:
+            campaign.close()
+    assert reports[0] == reports[1]
+    points = [int(v["scenario"].split()[-1]) for v in reports[0]["violations"]]
+    assert reports[0]["kills"] == 2 and len(points) == 2 and points == sorted(points)
+    assert [v["message"] for v in reports[0]["violations"]] == [f"planted in kill-{p}" for p in points]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["spec/explorer-evaluator.yaml", "--agent-script", "examples/explorer-evaluator-agent.yaml"], "--kill N"),
     (["spec/tool-call.yaml", "--agent-script", "examples/tool-call-demo.yaml", "--kill", "1"], "an event script"),

@@ -148,6 +148,12 @@ def test_check_imports_only_the_cli_s_check_and_the_spec() -> None:
     assert "agentfsm.spec.system_load" in found and others == {"agentfsm.cli.check", "agentfsm.cli.util"}
 
 
+def test_run_imports_the_openai_client_only_for_an_openai_model() -> None:
+    """The OpenAI SDK is about a second of imports; a scripted run (each child of the agent crash
+    check is one) must not pay it."""
+    assert "agentfsm.impl.llm.openai" not in loaded_by(["run", "--help"])
+
+
 def test_the_registry_says_what_each_module_registers() -> None:
     """Every subcommand, in order, with the help its module gives it and registered by the module
     the registry names; and ``agentfsm --help`` reads the same from the registry alone."""

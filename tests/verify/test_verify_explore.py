@@ -8,8 +8,11 @@ import pytest
 from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.spec.semantics import SemanticError, step
 from agentfsm.verify.table import explore as explore_module
-from agentfsm.verify.table.explore import explore
+from agentfsm.verify.table.explore import Depth, explore
 from conftest import SPEC, TABLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies_tables import tables
 
 
 def assert_agrees_with_step(table: Table) -> None:
@@ -84,3 +87,19 @@ transitions:
 unhandled: {policy: reject}
 """, "emitting.yaml")
     assert_agrees_with_step(table)
+
+
+@settings(max_examples=60, deadline=None)
+@given(table=tables(), data=st.data())
+def test_depth_by_levels_is_the_length_of_the_shortest_path(table: Table, data: st.DataObject) -> None:
+    """The reported depth of the last configuration explored, kept level by level, is the
+    length of its shortest path (what walking the parent chain at every report gave)."""
+    ex = explore(table)
+    lasts = sorted(data.draw(st.lists(st.integers(0, ex.count - 1), max_size=20)))
+    depth = Depth()
+    assert [depth.of(last, ex.parent) for last in lasts] == [len(ex.path(last)) for last in lasts]
+
+
+def test_a_grown_loom_reaches_the_depth_of_its_deepest_configuration() -> None:
+    ex = explore(load_table(SPEC / "loom-agent.yaml", {"max_retries": 300, "max_tools": 2}))
+    assert ex.reached == (ex.count, ex.transitions, max(len(ex.path(i)) for i in range(ex.count)))

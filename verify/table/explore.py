@@ -26,8 +26,9 @@ random tables.
 While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
 they go a batch at a time through numpy array operations (``batched``), with the
 same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
-then goes on with the batches' visited set and typed arrays. A narrow, deep space never
-leaves the scalar loop and its lists.
+then goes on with the batches' visited set and graph. A narrow, deep space never
+leaves the scalar loop and its dict. Parents and edges go into typed arrays from the start
+(appending to an ``array`` is cheaper than to a list, and nothing is converted after).
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
@@ -48,10 +49,11 @@ from __future__ import annotations
 import functools
 import itertools
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -360,12 +362,14 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     ignore = table.unhandled.policy == "ignore"
     codes: list[int] = []
     ex.codes, index = codes, ex.index
-    built: list[MutableSequence[int]] = [codes, [-1], [-1], [0], [], [], []]   # as batched.Graph
+    built: list[MutableSequence[int]] = [codes, array("q", [-1]), array("q", [-1]), array("q", [0]), array("i"),
+                                         array("q"), array("q")]   # as batched.Graph
     first = packing.pack(table.initial.index, table.initial_vars())
     codes.append(first)
     index[first] = 0
     wide = LEVEL_MIN if LEVEL_MIN is not None and batched.applicable(table, len(ex.labels)) else None
     reported = 0
+    depth = Depth()
     scalar: list[tuple[int, int]] = []   # the ranges of configurations the scalar loop explored
     cap = DEFAULT_MAX_CONFIGURATIONS if limit is None else limit
 
@@ -373,7 +377,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
         nonlocal reported
         if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
             reported = last + 1
-            _report(ex, count, transitions, last, built[1], progress, limit)
+            _report(ex, count, transitions, last, built[1], progress, limit, depth)
 
     i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
     scalar.append((0, i))
@@ -396,8 +400,9 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
                 scalar.append((start, i))
         ex.code_index = visited
         ex.codes = graph.view("codes")
-    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = (
-        part if isinstance(part, array) else array("i" if k == 3 else "q", part) for k, part in enumerate(built[1:]))
+    parts = built[1:]
+    assert all(isinstance(part, array) for part in parts)
+    ex.parent, ex.parent_label, ex.offsets, ex.edge_label, ex.edge_target, ex.stutter = cast("list[array[int]]", parts)
     _tally(ex, plans, unhandled_labels, scalar)
 
 
@@ -413,8 +418,8 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
 
     The loop is the verifier's hot path; it is written for CPython's interpreter: plans
     unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
-    sees appended items, so it is the breadth-first queue), edges appended to lists (typed
-    arrays once the batches have run) and progress reported between chunks rather than
+    sees appended items, so it is the breadth-first queue), parents and edges appended to
+    typed arrays and progress reported between chunks rather than
     tested per configuration."""
     codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
     base = offsets[-1] - len(edge_target)   # edges counted but not kept (none unless ``kept_edges`` is False)
@@ -487,13 +492,31 @@ def _arm(ex: Exploration, row: Row, params: tuple[Value, ...]) -> batched.Arm:
     return batched.arm(ex.table, ex.packing, row, direct.keep, direct.add, direct.stable)
 
 
+class Depth:
+    """The breadth-first depth of the configurations explored so far, level by level.
+
+    Walking the parent chain at each report cost the depth at every report: quadratic on a
+    deep, narrow space. In breadth-first numbering parents never decrease, so the level after
+    the one starting at ``start`` begins at the first configuration whose parent is ``start``
+    or later (one bisection), and each level is found once in a whole exploration."""
+
+    def __init__(self) -> None:
+        self.start = 0   # where level ``depth`` begins
+        self.depth = 0
+
+    def of(self, last: int, parent: Sequence[int]) -> int:
+        """The depth of configuration ``last`` (not less than at the previous call)."""
+        while True:
+            following = bisect_left(parent, self.start, self.start + 1)
+            if following > last:
+                return self.depth
+            self.start, self.depth = following, self.depth + 1
+
+
 def _report(ex: Exploration, count: int, transitions: int, last: int, parent: Sequence[int],
-            progress: Callable[[int], None] | None, limit: int | None) -> None:
+            progress: Callable[[int], None] | None, limit: int | None, depth: Depth) -> None:
     """Record how far the exploration got, tell ``progress``, and stop past ``limit``."""
-    depth, j = 0, last
-    while j > 0:
-        j, depth = parent[j], depth + 1
-    ex.reached = (count, transitions, depth)
+    ex.reached = (count, transitions, depth.of(last, parent))
     if progress is not None:
         progress(count)
     if count > (DEFAULT_MAX_CONFIGURATIONS if limit is None else limit):
