@@ -312,7 +312,7 @@ class Ownership:
             self.log.claimed(self.lease)
             self.store = LoggedStore(owned, self.lease, self.log)
             beat_store = self._beat_store = owned.reopen()
-            self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+            self.heartbeat = Heartbeat(self.lease, beat_store.renew, self.log.renewed).__enter__()
             self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
             self.beats.hold(self.lease)
 
@@ -358,6 +358,12 @@ class _Watched:
     def create(self, run_id: str, machine: str, entry: Entry) -> Record:
         self._writing(run_id)
         return self.store.create(run_id, machine, entry)
+
+    def noted(self, run_id: str, op: str, key: str, **fields: JSON) -> None:
+        """The protocol log's record of a tool call, return or status query (``LoggedStore.noted``)."""
+        noted = getattr(self.store, "noted", None)
+        if noted is not None:
+            noted(run_id, op, key, **fields)
 
     def runs(self) -> list[str]:
         return self.store.runs()
