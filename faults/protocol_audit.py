@@ -42,7 +42,7 @@ from agentfsm.spec.audit_mapping import AuditMapping, load_mapping
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_log import LogError, read_logs, text
 from agentfsm.spec.system_model import System
-from agentfsm.verify.system.audit import SystemAudit, audit_system
+from agentfsm.verify.system.audit import DEFAULT_LIMIT, DEFAULT_MAX_SILENT, SystemAudit, audit_system
 from agentfsm.verify.table.explore import ExplorationLimit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,6 +236,8 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int
             if record["result"] == "granted":
                 if holder is not None and not held(records, holder, start + n):
                     window.add({"op": "expire", "owner": holder["owner"]}, None)
+                elif holder is not None:   # for the reader: why no expiry came before it
+                    shown["held_by"] = holder["owner"]
                 holder = record
             window.add({**shown, "journal": journal} if record["result"] == "granted" else shown, record)
         elif op == "status":
@@ -258,9 +260,12 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int
 class Auditor:
     """The system and its runtime mapping, loaded once for many logs."""
 
-    def __init__(self, system: System | None = None, mapping: AuditMapping | None = None) -> None:
+    def __init__(self, system: System | None = None, mapping: AuditMapping | None = None,
+                 max_silent: int = DEFAULT_MAX_SILENT, limit: int = DEFAULT_LIMIT) -> None:
         self.system = system or load_system(str(SYSTEM_FILE))
         self.mapping = mapping or load_mapping(self.system, MAPPING_FILE)
+        self.max_silent = max_silent
+        self.limit = limit
         self._seen: dict[str, str] = {}   # a window's records -> why unexplained ('' explained): most repeat
 
     def audit_log(self, path: Path) -> Verdict:
@@ -298,7 +303,7 @@ class Auditor:
             path = Path(folder) / "window.jsonl"
             path.write_text(_lines(window))
             steps = read_logs(self.system, self.mapping, [str(path)])
-        return audit_system(self.system, self.mapping, steps)
+        return audit_system(self.system, self.mapping, steps, self.max_silent, self.limit)
 
     def _why(self, window: Window) -> str:
         """Why no interleaving of the system explains the window ('' when one does)."""

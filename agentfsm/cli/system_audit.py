@@ -171,9 +171,10 @@ def runtime_mapping(system: System, system_path: str, given: str | None) -> Audi
 def run_protocol_audit(args: argparse.Namespace, system: System, system_path: str) -> int:
     """The runtime's protocol logs: every effect's window explained, or the first that is not
     with the configurations just before its first unexplained record and the prefix drawn."""
-    auditor = Auditor(system, runtime_mapping(system, system_path, args.mapping))
+    auditor = Auditor(system, runtime_mapping(system, system_path, args.mapping), args.max_silent,
+                      args.max_configurations)
     verdict, notes = Verdict(), list[str]()
-    first: tuple[str, SystemAudit] | None = None
+    first: tuple[str, SystemAudit, dict[str, Any]] | None = None
     for log in args.log:
         try:
             records = read_protocol(Path(log), notes)
@@ -182,7 +183,10 @@ def run_protocol_audit(args: argparse.Namespace, system: System, system_path: st
         found = auditor.audit_records(records)
         verdict.add(found)
         if first is None and found.failed:
-            first = log, _located(auditor.explain(found.failed[0]), log, found.failed[0].lines)
+            window = found.failed[0]
+            result = auditor.explain(window)
+            shown = window.records[result.unexplained[0].line - 1] if result.unexplained else {}
+            first = log, _located(result, log, window.lines), shown
     if first is not None and args.chart:
         _draw(system, first[1], args.chart)
     summary = {"logs": len(args.log), "effects": verdict.windows, "explained": verdict.explained, "cut": verdict.cut,
@@ -193,7 +197,9 @@ def run_protocol_audit(args: argparse.Namespace, system: System, system_path: st
         return EXIT_OK if verdict.ok else EXIT_FAILED
     lines = [f"note: {note}" for note in notes]
     if first is not None:
-        lines += format_system_audit(system, first[1])[:-1]
+        lines += format_system_audit(system, first[1])[:1]
+        lines.append(f"  the record, as its effect's window reads it: {json.dumps(first[2])}")
+        lines += format_system_audit(system, first[1])[1:-1]
         lines += [f"  ({why})" for why in verdict.unexplained[1:]]
     where = f"; the logs part from the system at {first[1].unexplained[0].where()} (first)" if first else ""
     lines.append(f"audit {system.name}: {verdict.explained} of {verdict.windows} effects' "

@@ -159,6 +159,53 @@ def test_a_damaged_log_gets_a_verdict(damage: str, says: str, tmp_path: Path) ->
     assert not verdict.ok and says in verdict.unexplained[0], verdict.unexplained
 
 
+def status(owner: str, answer: str, token: int) -> dict[str, Any]:
+    return {"run": "run", "owner": owner, "op": "status", "key": KEY, "token": token, "answer": answer}
+
+
+def returned(owner: str, result: str, token: int) -> dict[str, Any]:
+    return {"run": "run", "owner": owner, "op": "returned", "key": KEY, "token": token, "result": result}
+
+
+# The same takeover with the tool's side: B's status query fences A out and answers `not run`;
+# B's call (its second `started`) completes; A's call, reaching the tool late, is refused.
+SETTLED = [claim("A", 1), write("A", "started", 1), {**claim("A", 1), "op": "renew", "result": "ack"},
+           claim("B", 2), status("B", "not-run", 2), {**write("B", "started", 2), "attempt": 2},
+           returned("B", "done", 2), write("B", "completed", 2), returned("A", "refused", 1),
+           write("A", "completed", 1, "rejected")]
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    ("none", ""),
+    ("dropped", "record 8 of its window, store takes WriteCompleted(who=0, token=1)"),
+    ("swapped", "record 7 of its window, worker[1] takes ToolDone"),
+    ("foreign", "record 3 of its window, worker[1] takes ToolDone"),
+    ("torn", ""),
+    ("not JSON", "not a JSON record"),
+    ("wordy", "'at' and 'until' are numbers"),
+])
+def test_a_damaged_log_of_the_tools_side_gets_a_verdict(damage: str, says: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [json.dumps(r) for r in SETTLED]
+    if damage == "dropped":
+        del lines[8]   # A's refusal: A's completion then comes from a call the tool must have refused
+    elif damage == "swapped":
+        lines[6], lines[7] = lines[7], lines[6]   # B journals its completion before its call returned
+    elif damage == "foreign":
+        lines.insert(2, json.dumps(returned("B", "done", 2)))   # a return to a process that never called
+    elif damage == "not JSON":
+        lines[5] = "<html>"
+    elif damage == "wordy":
+        lines[2] = json.dumps({**SETTLED[2], "until": "soon"})
+    log = tmp_path / "damaged.jsonl"
+    log.write_text("\n".join(lines) + ("\n" if damage != "torn" else "\n" + lines[-1][:25]))
+    verdict = AUDITOR.audit_log(log)
+    assert verdict.ok == (not says) and says in "".join(verdict.unexplained), verdict.unexplained
+    code, out, err = run_cli(["audit", SYSTEM, str(log)], capsys)
+    assert code == (2 if damage in ("not JSON", "wordy") else 1 if says else 0), out + err
+    assert "Traceback" not in out + err and (damage != "torn" or "the last line is cut short" in out), out
+
+
 def test_a_log_that_cannot_be_written_never_fails_the_run(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     log = ProtocolLog(tmp_path / "file" / "protocol.jsonl", "me")
