@@ -96,6 +96,8 @@ def test_a_postgresql_run_writes_its_log_in_the_state_folder(
         assert log == pg_protocol_log(pg_url, schema)
     verdict = AUDITOR.audit_log(log)
     assert (verdict.windows, verdict.explained) == (2, 2), verdict.unexplained
+    code, out, err = run_cli(["audit", SYSTEM, str(log), "--json"], capsys)
+    assert code == 0 and json.loads(out)["protocol"]["explained"] == 2, out + err
 
 
 def test_a_takeover_with_a_fenced_out_completion_is_explained() -> None:
