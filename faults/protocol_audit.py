@@ -23,10 +23,14 @@ a behaviour the system explains is explained too); such windows are counted as *
 - a retry's second ``started`` (an idempotent retry after ``unknown``: the system's worker
   calls the tool again after a status query without journaling ``started`` again).
 
-Records the runtime does not log (the workers' own steps, the lease running out, the tool's
-execution and status answers) are searched for by the audit, within its bound. A log that is
-not one (a line that is not JSON, a record without its fields) is a verdict too, never a
-traceback.
+The tool's records (``returned``, ``status``) are the worker's steps; where the system's worker
+makes no record the runtime's is left out (the second ``started`` after a status query's
+``not-run``: the worker calls at once; the fenced-out completion after a refused call: the
+worker stops). The lease's expiry is placed, not searched for: before a claim granted over an
+earlier grant, unless the log shows that lease still held (``held``). What the runtime does not
+log (the workers' other steps, the tool's taking and finishing a call, faults) is searched for
+by the audit, within its bound. A log that is not one (a line that is not JSON, a record
+without its fields) is a verdict too, never a traceback.
 """
 
 from __future__ import annotations
