@@ -36,6 +36,7 @@ without its fields) is a verdict too, never a traceback.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -306,7 +307,11 @@ class Auditor:
         with tempfile.TemporaryDirectory(prefix="agentfsm-protocol-") as folder:
             path = Path(folder) / "window.jsonl"
             path.write_text(_lines(window))
-            steps = read_logs(self.system, self.mapping, [str(path)])
+            try:
+                steps = read_logs(self.system, self.mapping, [str(path)])
+            except LogError as exc:   # named by the record's line in the log, not the window's file
+                raise LogError(re.sub(rf"^{re.escape(str(path))}:(\d+):", lambda m: _where(window, int(m[1])),
+                                      str(exc))) from None
         return audit_system(self.system, self.mapping, steps, self.max_silent, self.limit)
 
     def _why(self, window: Window) -> str:
@@ -323,6 +328,11 @@ class Auditor:
         problem = f" ({first.problem})" if first.problem else ""
         return (f"record {first.line} of its window, {text(self.system, first)}{problem}, is explained by no "
                 f"interleaving of {self.system.name}: {json.dumps(window.records[first.line - 1])}")
+
+
+def _where(window: Window, n: int) -> str:
+    line = window.lines[n - 1] if 0 < n <= len(window.lines) else 0
+    return f"record {n} of its window" + (f" (line {line} of the log):" if line else ":")
 
 
 def _lines(window: Window) -> str:

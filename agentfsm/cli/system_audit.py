@@ -184,7 +184,10 @@ def run_protocol_audit(args: argparse.Namespace, system: System, system_path: st
         verdict.add(found)
         if first is None and found.failed:
             window = found.failed[0]
-            result = auditor.explain(window)
+            try:
+                result = auditor.explain(window)
+            except LogError as exc:   # a record no rule of the mapping translates (an answer it does not know)
+                raise BadInput(f"{log}: run {window.run}, effect {window.key}: {exc}") from None
             shown = window.records[result.unexplained[0].line - 1] if result.unexplained else {}
             first = log, _located(result, log, window.lines), shown
     if first is not None and args.chart:

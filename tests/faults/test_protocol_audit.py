@@ -185,6 +185,7 @@ SETTLED = [claim("A", 1), write("A", "started", 1), {**claim("A", 1), "op": "ren
     ("torn", ""),
     ("not JSON", "not a JSON record"),
     ("wordy", "'at' and 'until' are numbers"),
+    ("answer", "(line 5 of the log): error: no rule of"),
 ])
 def test_a_damaged_log_of_the_tools_side_gets_a_verdict(damage: str, says: str, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
@@ -199,12 +200,14 @@ def test_a_damaged_log_of_the_tools_side_gets_a_verdict(damage: str, says: str, 
         lines[5] = "<html>"
     elif damage == "wordy":
         lines[2] = json.dumps({**SETTLED[2], "until": "soon"})
+    elif damage == "answer":
+        lines[4] = json.dumps(status("B", "maybe", 2))   # an answer the mapping does not know
     log = tmp_path / "damaged.jsonl"
     log.write_text("\n".join(lines) + ("\n" if damage != "torn" else "\n" + lines[-1][:25]))
     verdict = AUDITOR.audit_log(log)
     assert verdict.ok == (not says) and says in "".join(verdict.unexplained), verdict.unexplained
     code, out, err = run_cli(["audit", SYSTEM, str(log)], capsys)
-    assert code == (2 if damage in ("not JSON", "wordy") else 1 if says else 0), out + err
+    assert code == (2 if damage in ("not JSON", "wordy", "answer") else 1 if says else 0), out + err
     assert "Traceback" not in out + err and (damage != "torn" or "the last line is cut short" in out), out
 
 
