@@ -92,6 +92,7 @@ bench: setup
 	$(BIN)/python bench/system_levels_bench.py
 	$(BIN)/python bench/bench_postgres.py
 	$(BIN)/python bench/bench_protocol_log.py
+	$(BIN)/python bench/chaos_audit.py
 	$(BIN)/python bench/bench_temporal.py
 	$(BIN)/python bench/bench_llm.py
 	$(BIN)/python bench/bench_conform.py

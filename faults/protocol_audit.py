@@ -16,7 +16,9 @@ a behaviour the system explains is explained too); such windows are counted as *
 
 - a third process on the run (the system has two workers);
 - the user's decision on the effect before its completion (a ``decided`` record: the system
-  has none); a ``rerun`` decision begins another window of the effect, from the decider's
+  has none);
+- an ``unknown`` written after the effect's acknowledged completion: the journal lost it (a
+  repair of a damaged store); a ``rerun`` decision begins another window of the effect, from the decider's
   write, as if it had claimed the run with the effect not started (the user allowed one
   execution more), so a second application of the decision shows there as a ``started`` the
   system rejects after the completion;
@@ -229,6 +231,9 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int
             continue
         if what == "decided" and journal < 2:
             window.cut = "the user's decision"
+            break
+        if what == "unknown" and journal == 2 and record["result"] == "ack":   # the system's store never loses one
+            window.cut = "a repair: the journal lost the completion"
             break
         if (record["owner"], str(what)) in skip and op == "write":
             skip.discard((record["owner"], str(what)))

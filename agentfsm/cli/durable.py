@@ -672,6 +672,9 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
         repaired = repair(store, run_id, log_lost)
+        if repaired is not None and lease is not None:   # the effects the repair made unknown, as its writes
+            for key in repaired.unknown:
+                log.note(run_id, "write", what="unknown", key=key, token=lease.token, result="ack", owner=lease.owner)
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:

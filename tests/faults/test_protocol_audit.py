@@ -126,6 +126,12 @@ def test_past_the_system_a_window_is_cut_and_its_prefix_audited() -> None:
     third = [claim("A", 1), write("A", "started", 1), claim("B", 2), claim("C", 3), write("C", "completed", 3)]
     decided = [claim("A", 1), write("A", "started", 1), claim("B", 2),
                {**write("B", "decided", 2), "decision": "failed"}]
+    lost = [claim("A", 1), write("A", "started", 1), write("A", "completed", 1), claim("R", 2),
+            write("R", "unknown", 2), claim("B", 3), {**write("B", "decided", 3), "decision": "rerun"},
+            write("B", "started", 3)]   # the journal lost A's completion; the repair made the effect unknown
+    [window, rerun] = windows(lost)
+    assert window.cut and len(window.records) == 3 and not rerun.cut, (window, rerun)
+    assert AUDITOR.audit_records(lost).explained == 2
     for records in (third, decided):
         [window] = windows(records)
         assert window.cut and len(window.records) == 4   # with the expiry before B's claim
