@@ -91,8 +91,7 @@ class Process:
 
     def _main(self) -> None:
         gate = GatedStore(self)
-        # the runtime's protocol log, as the process writes it, stamped by the walk's clock
-        log = ProtocolLog(self.real.log.path, self.owner, self.real.now)
+        log = ProtocolLog(self.real.log.path, self.owner)   # the runtime's protocol log, as the process writes it
         lease: Lease | None = None
         try:
             lease = ownership.claim_run(gate, self.real.run_id, self.owner, self.real.seconds, log)
