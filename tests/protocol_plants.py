@@ -5,6 +5,7 @@ must catch."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import pytest
@@ -110,7 +111,8 @@ def resume_takes_no_claim(mp: pytest.MonkeyPatch) -> None:
         try:
             return original(owned, run_id, owner, seconds, log)
         except RunHeld as held:
-            return Lease(run_id, "", held.token, owner, seconds, owned=True)
+            token = int(re.search(r"\(lease (\d+),", str(held)).group(1))  # type: ignore[union-attr]
+            return Lease(run_id, "", token, owner, seconds, owned=True)
     mp.setattr(ownership, "claim_run", claim_run)
 
 

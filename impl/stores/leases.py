@@ -42,7 +42,6 @@ class RunHeld(JournalError):
                          "continues there; if that process is stuck, try again once its lease lapses")
         self.run_id = run_id
         self.owner = owner
-        self.token = token
 
 
 @dataclass

@@ -240,12 +240,3 @@ _PROPERTY_CHECKS: dict[str, Callable[[Exploration, Property], CheckResult]] = {
     "always-reachable": _always_reachable, "no-cycle-within": _no_cycle_within, "eventually": _leads_to,
     "leads-to": _leads_to, "always": _always,
 }
-# The property kinds whose checks walk the edges (graph.can_reach, graph.find_cycle, liveness);
-# every other check reads the configurations, the offsets, the stutter positions and the parents.
-EDGE_KINDS = frozenset({"always-reachable", "no-cycle-within", "eventually", "leads-to"})
-
-
-def reads_edges(table: Table) -> bool:
-    """Whether ``run_checks`` on this table reads the explored edges: if not, ``explore`` need
-    only count them (``edges=False``), which saves 12 bytes a transition."""
-    return any(p.kind in EDGE_KINDS for p in table.properties)

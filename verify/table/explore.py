@@ -41,7 +41,7 @@ rules (``SemanticError``) has no successor either; it is recorded in ``errors``.
 ``explore(..., edges=False)`` counts the edges without storing them (12 bytes a
 transition, most of the memory of a wide space): the offsets (so each configuration's
 degree), the stutter edges' positions and the parents (so every shortest path) stay,
-which is all the checks that read no edge need (``checks.reads_edges`` decides).
+which is all the checks that read no edge need (``verify.reads_edges`` decides).
 """
 
 from __future__ import annotations

@@ -57,7 +57,6 @@ def progress(ex: Exploration) -> Progress:
     if cached is not None:
         assert isinstance(cached, Progress)
         return cached
-    ex.need_edges()
     offsets = np.frombuffer(ex.offsets, dtype=np.int64)
     targets = np.frombuffer(ex.edge_target, dtype=np.int64)
     labels = np.frombuffer(ex.edge_label, dtype=np.intc)
