@@ -23,9 +23,10 @@ settings.load_profile("derandomised")
 # In CI (CI=true, or AGENTFSM_CI=1) nothing may skip: a test that needs node, npm, spin, dot
 # or PostgreSQL and skips would be a green run that tested nothing, so there each skip is a
 # failure. A skip is allowed only on a developer's machine, and the summary says so.
-STOPPER = pytest.StashKey[Stopper]()
-
 IN_CI = os.environ.get("CI", "").lower() == "true" or os.environ.get("AGENTFSM_CI") == "1"
+
+# With pytest -n, the controlling process's record of the private servers to stop at the end.
+STOPPER = pytest.StashKey[Stopper]()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -31,6 +31,11 @@ class PrivateServer:
         except (OSError, subprocess.TimeoutExpired):
             return False
 
+    def down(self) -> bool:
+        """Whether starting it is the tests' job: no environment variable names one and the
+        private one is not running (then the tests that start it stop it too)."""
+        return not os.environ.get(self.env) and not self.running()
+
     def stop(self) -> None:
         subprocess.run([str(self.script), "stop"], capture_output=True, timeout=self.stop_timeout)
 
@@ -59,7 +64,7 @@ def for_the_session(server: PrivateServer) -> Iterator[str]:
     """The server's address for a session fixture; a private server the tests started is stopped
     after. Under ``pytest -n`` a worker never stops it (another worker may still use it): the
     controlling process's ``Stopper`` does, once every worker is done."""
-    ours = not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(server.env) and not server.running()
+    ours = not os.environ.get("PYTEST_XDIST_WORKER") and server.down()
     try:
         yield server.address()
     finally:
@@ -73,12 +78,12 @@ class Stopper:
     environment variable names and that were not running when the run began (a developer's
     own server is left alone)."""
     servers: tuple[PrivateServer, ...]
-    down: list[PrivateServer] = field(default_factory=list)
+    stopping: list[PrivateServer] = field(default_factory=list)
 
     def begin(self) -> None:
-        self.down = [s for s in self.servers if not os.environ.get(s.env) and not s.running()]
+        self.stopping = [s for s in self.servers if s.down()]
 
     def end(self) -> None:
-        for server in self.down:
+        for server in self.stopping:
             if server.running():
                 server.stop()
