@@ -86,7 +86,7 @@ mutation: setup
 	$(BIN)/python tests/mutation_run.py --check
 
 BENCHES := bench_startup bench_runtime bench_durable explore_vs_spin bench_systems system_levels_bench bench_postgres \
-           bench_protocol_log bench_temporal bench_llm bench_conform protocol_walks bench_report bench_make_verify
+           bench_protocol_log chaos_audit bench_temporal bench_llm bench_conform protocol_walks bench_report bench_make_verify
 # Every bench runs, and the docs' blocks are rendered, even when one misses its goal (its exit
 # status is 1): the run then ends with status 1 and names the benches that missed.
 bench: setup

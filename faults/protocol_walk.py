@@ -61,6 +61,8 @@ class RealProtocol:
         self.run_id = run_id
         self.seconds = lease_seconds
         self.log = log or ProtocolLog(None, "")
+        self.elapsed = 0.0   # the walk's time, ahead of the wall clock: a lease's lapse shows in the log
+        self.log.clock = self.now
         self.key = KEY
         if create:
             store.create(run_id, "run-worker", Entry(CREATED, {"machine": "run-worker"}, time.time()))
@@ -81,6 +83,10 @@ class RealProtocol:
         self.log.claimed(lease)
         return "Granted", (lease.token, self.journal())
 
+    def now(self) -> float:
+        """The walk's clock: the wall clock plus the lease time the walk let pass."""
+        return time.time() + self.elapsed
+
     def _shift(self, set_to: str) -> None:
         with self.store._transaction():  # type: ignore[attr-defined]
             self.store._execute(f"UPDATE owners SET expires_at = {set_to} WHERE run_id = ?",  # type: ignore[attr-defined]
@@ -97,6 +103,7 @@ class RealProtocol:
             with contextlib.suppress(LeaseLost):
                 self.store.renew(self._lease(who, token))
         third = self.seconds / 3
+        self.elapsed += third
         postgres = type(self.store).__module__.endswith("postgres")
         self._shift(f"expires_at - make_interval(secs => {third})" if postgres else f"expires_at - {third}")
 

@@ -91,7 +91,8 @@ class Process:
 
     def _main(self) -> None:
         gate = GatedStore(self)
-        log = ProtocolLog(self.real.log.path, self.owner)   # the runtime's protocol log, as the process writes it
+        # the runtime's protocol log, as the process writes it, stamped by the walk's clock
+        log = ProtocolLog(self.real.log.path, self.owner, self.real.now)
         lease: Lease | None = None
         try:
             lease = ownership.claim_run(gate, self.real.run_id, self.owner, self.real.seconds, log)

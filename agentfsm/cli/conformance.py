@@ -367,13 +367,17 @@ def _register_audit(sub: Sub) -> None:
                     "through the table and report, for each session that parts from it, the first step where it "
                     "does. Given a system, check that some interleaving of its steps explains the logs of its "
                     "processes (one per process as INSTANCE=FILE, or one naming each record's instance; "
-                    "docs/systems.md). Exit 0 when the log follows the table, 1 when it does not, 2 on bad input.")
+                    "docs/systems.md), or the durable runtime's own protocol logs (FILE.protocol.jsonl beside a "
+                    "SQLite store, the state folder's file for PostgreSQL), one effect's window at a time through "
+                    "audit/NAME-runtime.yaml beside the system (docs/durability.md). Exit 0 when the log follows "
+                    "the table, 1 when it does not, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE|SYSTEM")
     parser.add_argument("log", metavar="LOG", nargs="+")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--mapping", metavar="FILE",
-                        help="a system's audit mapping (default: audit/NAME.yaml in the system's folder, when there; "
-                             "none: the records are steps as they are)")
+                        help="a system's audit mapping (default: audit/NAME.yaml in the system's folder, when there, "
+                             "or for a runtime's protocol log audit/NAME-runtime.yaml; none: the records are steps as "
+                             "they are)")
     parser.add_argument("--max-silent", type=int, default=DEFAULT_MAX_SILENT, metavar="N",
                         help=f"unlogged steps searched between two records (default {DEFAULT_MAX_SILENT})")
     parser.add_argument("--max-configurations", type=int, default=DEFAULT_LIMIT, metavar="N",

@@ -311,7 +311,7 @@ class Ownership:
                 raise
             self.store = LoggedStore(owned, self.lease, self.log)
             beat_store = self._beat_store = owned.reopen()
-            self.heartbeat = Heartbeat(self.lease, beat_store.renew).__enter__()
+            self.heartbeat = Heartbeat(self.lease, beat_store.renew, self.log.renewed).__enter__()
             self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
             self.beats.hold(self.lease)
 
@@ -357,6 +357,12 @@ class _Watched:
     def create(self, run_id: str, machine: str, entry: Entry) -> Record:
         self._writing(run_id)
         return self.store.create(run_id, machine, entry)
+
+    def noted(self, run_id: str, op: str, key: str, **fields: JSON) -> None:
+        """The protocol log's record of a tool call, return or status query (``LoggedStore.noted``)."""
+        noted = getattr(self.store, "noted", None)
+        if noted is not None:
+            noted(run_id, op, key, **fields)
 
     def runs(self) -> list[str]:
         return self.store.runs()
@@ -663,6 +669,9 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
         repaired = repair(store, run_id, log_lost)
+        if repaired is not None and lease is not None:   # the effects the repair made unknown, as its writes
+            for key in repaired.unknown:
+                log.note(run_id, "write", what="unknown", key=key, token=lease.token, result="ack", owner=lease.owner)
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:

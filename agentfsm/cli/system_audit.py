@@ -1,8 +1,12 @@
-"""``agentfsm audit SYSTEM LOG...``: what the audit of logs against a system prints."""
+"""``agentfsm audit SYSTEM LOG...``: what the audit of logs against a system prints: of step logs
+(records that are instance steps, or translated by the system's mapping), or of the durable
+runtime's own protocol logs (``FILE.protocol.jsonl``: records with ``run``, ``op`` and ``owner``),
+audited one effect's window at a time through the mapping ``audit/NAME-runtime.yaml``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +14,7 @@ from typing import Any
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import json_envelope, load_systems
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg
+from agentfsm.faults.protocol_audit import Auditor, Verdict, read_protocol
 from agentfsm.spec.audit_mapping import AuditMapping, MappingError, load_mapping, plain_mapping
 from agentfsm.spec.files import Parsed
 from agentfsm.spec.system_log import LogError, LoggedStep, read_logs, split_arg, text
@@ -58,10 +63,30 @@ def _unnamed(system: System, logs: list[str]) -> list[int]:
     return [inst.index for inst in system.instances if inst.name not in named]
 
 
+def protocol_logs(logs: list[str]) -> bool:
+    """Whether the logs are the durable runtime's protocol logs: each one's first record has the
+    protocol log's ``run``, ``op`` and ``owner`` and names no instance."""
+    for arg in logs:
+        owner, path = split_arg(arg)
+        if owner is not None:
+            return False
+        try:
+            with Path(path).open("rb") as f:
+                first = next((line for line in f if line.strip()), b"")
+            record = json.loads(first)
+        except (OSError, ValueError):
+            return False
+        if not (isinstance(record, dict) and {"run", "op", "owner"} <= set(record) and "instance" not in record):
+            return False
+    return True
+
+
 def run_system_audit(args: argparse.Namespace, path: str, parsed: Parsed) -> int:
     if args.overrides:
         raise BadInput("--set overrides a table's constants; a system sets its instances' own (its 'set:')")
     [system] = load_systems([path], parsed)
+    if protocol_logs(args.log):
+        return run_protocol_audit(args, system, path)
     mapping = mapping_for(system, path, args.mapping, args.log)
     try:
         logs = read_logs(system, mapping, args.log)
@@ -128,3 +153,69 @@ def audit_json(system: System, result: SystemAudit) -> dict[str, Any]:
             "before": [describe_config(system, c) for c in result.before],
             "prefix": SystemTrace(system.name, None, "audit",
                                   tuple(label for label, _, _ in result.prefix)).to_json(system)["steps"]}
+
+
+def runtime_mapping(system: System, system_path: str, given: str | None) -> AuditMapping:
+    """The runtime's mapping: ``--mapping``, else ``audit/NAME-runtime.yaml`` beside the system."""
+    path = Path(system_path)
+    chosen = given or path.parent / "audit" / f"{path.stem}-runtime.yaml"
+    if given == "none" or not Path(chosen).exists():
+        raise BadInput(f"{system_path}: a runtime's protocol log is audited through a mapping: no "
+                       f"{chosen} (give one with --mapping FILE)")
+    try:
+        return load_mapping(system, chosen)
+    except MappingError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def run_protocol_audit(args: argparse.Namespace, system: System, system_path: str) -> int:
+    """The runtime's protocol logs: every effect's window explained, or the first that is not
+    with the configurations just before its first unexplained record and the prefix drawn."""
+    auditor = Auditor(system, runtime_mapping(system, system_path, args.mapping), args.max_silent,
+                      args.max_configurations)
+    verdict, notes = Verdict(), list[str]()
+    first: tuple[str, SystemAudit, dict[str, Any]] | None = None
+    for log in args.log:
+        try:
+            records = read_protocol(Path(log), notes)
+        except LogError as exc:
+            raise BadInput(str(exc)) from None
+        found = auditor.audit_records(records)
+        verdict.add(found)
+        if first is None and found.failed:
+            window = found.failed[0]
+            try:
+                result = auditor.explain(window)
+            except LogError as exc:   # a record no rule of the mapping translates (an answer it does not know)
+                raise BadInput(f"{log}: run {window.run}, effect {window.key}: {exc}") from None
+            shown = window.records[result.unexplained[0].line - 1] if result.unexplained else {}
+            first = log, _located(result, log, window.lines), shown
+    if first is not None and args.chart:
+        _draw(system, first[1], args.chart)
+    summary = {"logs": len(args.log), "effects": verdict.windows, "explained": verdict.explained, "cut": verdict.cut,
+               "records": verdict.records, "unexplained_effects": verdict.unexplained, "notes": notes}
+    if args.json:
+        audit = audit_json(system, first[1]) if first is not None else {"system": system.name, "ok": True}
+        print(json.dumps(json_envelope("audit", {**audit, "protocol": summary, "ok": verdict.ok})))
+        return EXIT_OK if verdict.ok else EXIT_FAILED
+    lines = [f"note: {note}" for note in notes]
+    if first is not None:
+        lines += format_system_audit(system, first[1])[:1]
+        lines.append(f"  the record, as its effect's window reads it: {json.dumps(first[2])}")
+        lines += format_system_audit(system, first[1])[1:-1]
+        lines += [f"  ({why})" for why in verdict.unexplained[1:]]
+    where = f"; the logs part from the system at {first[1].unexplained[0].where()} (first)" if first else ""
+    lines.append(f"audit {system.name}: {verdict.explained} of {verdict.windows} effects' "
+                 f"windows explained by an interleaving of the system ({verdict.cut} cut where the log goes "
+                 f"past what the system describes, {verdict.records} records){where}")
+    print("\n".join(lines))
+    return EXIT_OK if verdict.ok else EXIT_FAILED
+
+
+def _located(result: SystemAudit, log: str, lines: list[int]) -> SystemAudit:
+    """The window's audit with its records named by their lines in the log (an expiry the
+    audit placed: by the line of the record after it)."""
+    def line(n: int) -> int:
+        return next((k for k in lines[n - 1:] if k), lines[n - 1])
+    return dataclasses.replace(result, unexplained=tuple(dataclasses.replace(step, file=log, line=line(step.line))
+                                                         for step in result.unexplained))

@@ -16,12 +16,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
-from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
+from agentfsm.impl.durable.run import EffectCall, StatusReply, TokenRefused, Tool
 from agentfsm.impl.stores.journal import JSON
 from agentfsm.spec.model import Table
 
 
-class Fenced(Exception):
+class Fenced(TokenRefused):
     """A call refused by the service: a newer owner's status query fenced its key."""
 
 

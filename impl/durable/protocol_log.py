@@ -4,9 +4,14 @@ through ``spec/systems/audit/durable-run-fixed-runtime.yaml``; docs/durability.m
 protocol log").
 
 The journal says what was written; this log says who wrote it under which lease, and what the
-store refused: a claim granted (its fencing token) or refused, each fenced write of an
-effect's ``started``, ``completed``, ``unknown`` or a decision, acknowledged or rejected (a
-lost lease), and the release at the end. One JSON Lines file per store, shared by its processes,
+store and the tools refused: a claim granted (its fencing token, its lease's ``seconds``) or
+refused; each heartbeat's renewal (``renew``: ``ack`` with ``until``, the wall-clock time the
+lease holds to at least, counted from before the renewal was sent; or ``lost``: the owner
+learns its lease expired or was taken over); each fenced write of an effect's ``started``, ``completed``,
+``unknown`` or a decision, acknowledged or rejected (a lost lease); each tool call (``call``, as
+the tool is called) and what it returned (``returned``: ``done``, ``failed``, or ``refused``: the
+tool fenced the caller's token out); each status query with its answer (``status``); and the
+release at the end. One JSON Lines file per store, shared by its processes,
 each record one ``write`` of one line to a file opened for appending (so processes' records do
 not interleave within a line), never synced: a crash may lose the last records, never
 reorder them. Writing it never fails a run: an error stops the log (``failed`` says why).
@@ -17,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agentfsm.impl.stores.journal import COMPLETED, DECIDED, JSON, STARTED, UNKNOWN, Entry, Record
@@ -52,28 +58,39 @@ def protocol_path(store: object) -> Path | None:
 class ProtocolLog:
     """One process's writer of a store's protocol log (``owner``: the process, as its leases name it)."""
 
-    def __init__(self, path: Path | None, owner: str) -> None:
+    def __init__(self, path: Path | None, owner: str, clock: Callable[[], float] = time.time) -> None:
+        """``clock`` stamps the records (the audit reads leases' lapses from it): the wall clock,
+        or a model-based walk's own time."""
         self.path = path
         self.owner = owner
+        self.clock = clock
         self.failed: str | None = None
         self._fd: int | None = None
+        self._lock = threading.Lock()   # the heartbeat's thread notes its beats too
 
     def note(self, run_id: str, op: str, **fields: JSON) -> None:
         """One record (``owner`` among ``fields``: a record for another owner of this log's writer)."""
         if self.path is None or self.failed is not None:
             return
-        line = json.dumps({"at": round(time.time(), 6), "owner": self.owner, "run": run_id, "op": op, **fields},
+        line = json.dumps({"at": round(self.clock(), 6), "owner": self.owner, "run": run_id, "op": op, **fields},
                           separators=(",", ":")) + "\n"
         try:
-            if self._fd is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.write(self._fd, line.encode())
+            with self._lock:
+                if self._fd is None:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                os.write(self._fd, line.encode())
         except OSError as exc:
             self.failed = f"{self.path}: {exc.strerror}"
 
     def claimed(self, lease: Lease) -> None:
-        self.note(lease.run_id, "claim", result="granted", token=lease.token, owner=lease.owner)
+        self.note(lease.run_id, "claim", result="granted", token=lease.token, owner=lease.owner, seconds=lease.seconds)
+
+    def renewed(self, lease: Lease, before: float, ok: bool) -> None:
+        """A heartbeat's beat (``Heartbeat``'s ``noted``): the lease renewed from ``before`` on, or lost."""
+        fields: dict[str, JSON] = {"until": round(before + lease.seconds, 6)} if ok else {}
+        self.note(lease.run_id, "renew", result="ack" if ok else "lost", token=lease.token, owner=lease.owner,
+                  **fields)
 
     def refused(self, run_id: str) -> None:
         self.note(run_id, "claim", result="refused")
@@ -92,9 +109,10 @@ class ProtocolLog:
                           result=result, owner=lease.owner, **extra)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 class LoggedStore(FencedStore):
@@ -115,3 +133,8 @@ class LoggedStore(FencedStore):
             raise
         self.log.wrote(self.lease, entries, "ack")
         return records
+
+    def noted(self, run_id: str, op: str, key: str, **fields: JSON) -> None:
+        """An effect's tool call, its return or its status query, made under the lease
+        (``DurableRun`` notes them through its store; a sub-run's under the lease's run, as its writes)."""
+        self.log.note(self.lease.run_id, op, key=key, token=self.lease.token, owner=self.lease.owner, **fields)

@@ -163,6 +163,11 @@ class EngineStepper:
                           engine.last_rows, outcome.status)
 
 
+class TokenRefused(Exception):
+    """A fencing tool's refusal of a call made under an older token than one it has seen (its
+    status query fenced the key for a newer owner): the call did not run."""
+
+
 class DecisionError(ValueError):
     """A user's decision that settles nothing (no such open question, or not a valid answer)."""
 
@@ -457,6 +462,8 @@ class DurableRun:
         if reports is not None and reports.key not in self.st.effects:
             raise ValueError(f"no effect {reports.key!r} to report")
         extra = Extra(payload, calls or {}, reports)
+        if reports is not None and reports.via == "run":
+            self._note("returned", reports.key, result="done" if reports.outcome == "completed" else "failed")
         for _ in range(self.options.max_conflicts):
             if event_id is not None and event_id in self.st.events:
                 return Delivery("duplicate", False, self.state, ())
@@ -518,14 +525,24 @@ class DurableRun:
         started = Entry(STARTED, {"key": key, "attempt": attempt, "retry": retry}, self.options.clock())
         if not self._append_retrying(started, lambda: self.st.effects[key].status == before):
             return None
+        self._note("call", key, attempt=attempt)
         return self._call(self.st.effects[key], attempt)
+
+    def _note(self, op: str, key: str, **fields: JSON) -> None:
+        """A record of the protocol log, when the store keeps one (``LoggedStore.noted``)."""
+        noted = getattr(self.store, "noted", None)
+        if noted is not None:
+            noted(self.run_id, op, key, **fields)
 
     def _run_tool(self, call: EffectCall) -> None:
         effect = self.st.effects[call.key]
+        returned = "done"
         try:
             result, outcome = self._tool(effect).run(call), "completed"
         except Exception as exc:
             result, outcome = {"error": f"{type(exc).__name__}: {exc}"}, "failed"
+            returned = "refused" if isinstance(exc, TokenRefused) else "failed"
+        self._note("returned", call.key, result=returned)
         self._complete(call.key, outcome, result, "run")
 
     def _complete(self, key: str, outcome: str, result: JSON, via: str) -> None:
@@ -579,6 +596,8 @@ class DurableRun:
             return
         tool = self._tool(effect)
         reply = tool.status(self._call(effect, effect.attempts))
+        if reply is not None:
+            self._note("status", key, answer=reply[0])
         if reply is not None and reply[0] == "done":
             self._complete(key, "completed", reply[1], "status")
         elif self.st.interrupts(effect):

@@ -158,11 +158,14 @@ def owner_gone(owner: str) -> bool:
 class Heartbeat:
     """Renews a lease every third of its length from a thread, so a long tool (or a long turn)
     does not let the lease lapse while its owner is alive; a stalled or killed owner stops
-    renewing and loses the run. ``lost`` holds why renewing failed, if it did."""
+    renewing and loses the run. ``lost`` holds why renewing failed, if it did. ``noted`` hears
+    each beat (the time before it, whether it renewed): the protocol log's record of it."""
 
-    def __init__(self, lease: Lease, renew: Callable[[Lease], None]) -> None:
+    def __init__(self, lease: Lease, renew: Callable[[Lease], None],
+                 noted: Callable[[Lease, float, bool], None] | None = None) -> None:
         self.lease = lease
         self.renew = renew
+        self.noted = noted
         self.lost: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"heartbeat {lease.run_id}", daemon=True)
@@ -177,7 +180,11 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.lease.seconds / 3):
-            if not self.beat():
+            before, failed = time.time(), self.lost
+            alive = self.beat()
+            if self.noted is not None:
+                self.noted(self.lease, before, alive and self.lost is failed)
+            if not alive:
                 return
 
     def beat(self) -> bool:

@@ -64,11 +64,13 @@ class GuardedTool:
     not taken over from a live worker; one that stalls (or dies) stops renewing, and its
     result is then refused (the ``completed`` write is fenced)."""
 
-    def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None], heartbeat: bool = True) -> None:
+    def __init__(self, tool: Tool, lease: Lease, renew: Callable[[Lease], None], heartbeat: bool = True,
+                 noted: Callable[[Lease, float, bool], None] | None = None) -> None:
         self.tool = tool
         self.lease = lease
         self.renew = renew
         self.heartbeat = heartbeat
+        self.noted = noted
 
     def run(self, call: EffectCall) -> JSON:
         try:
@@ -77,7 +79,7 @@ class GuardedTool:
             raise LeaseLost(self.lease.run_id, self.lease.token, f"could not renew it: {exc}") from exc
         if not self.heartbeat:
             return self.tool.run(call)
-        with Heartbeat(self.lease, self.renew):
+        with Heartbeat(self.lease, self.renew, self.noted):
             return self.tool.run(call)
 
     def status(self, call: EffectCall) -> StatusReply | None:
@@ -147,7 +149,7 @@ class Worker:
                 if self.beats is not None:  # a process: no tool holding the GIL can starve it
                     beating.enter_context(self.beats.holding(lease))
                 if self.beat is not None:
-                    beating.enter_context(Heartbeat(lease, self.beat.renew))
+                    beating.enter_context(Heartbeat(lease, self.beat.renew, self.protocol.renewed))
                 status, outcome = self._serve(lease)
             self.store.finish(lease, status, outcome)
             self.protocol.released(lease)
@@ -190,7 +192,8 @@ class Worker:
 
     def _serve(self, lease: Lease) -> tuple[str, str]:
         table = self.tables[lease.machine]
-        tools = {name: GuardedTool(tool, lease, self.store.renew, heartbeat=self.beat is None)
+        tools = {name: GuardedTool(tool, lease, self.store.renew, heartbeat=self.beat is None,
+                                   noted=self.protocol.renewed)
                  for name, tool in self.tools[lease.machine].items()}
         store = LoggedStore(self.store, lease, self.protocol)
         run = DurableRun.open(store, table, lease.run_id, tools, options=self.options)

@@ -36,7 +36,8 @@ def check(rows: list) -> None:  # type: ignore[type-arg]
     print("\n" + table_text(rows))
     for row in rows:
         assert row.trials > 0, row
-        assert (row.duplicated, row.lost, row.stuck, row.unclean) == (0, 0, 0, 0), (row.scenario, row.notes)
+        assert (row.duplicated, row.lost, row.stuck, row.unclean, row.unexplained) == (0, 0, 0, 0, 0), \
+            (row.scenario, row.notes)   # unexplained: a run's protocol log no interleaving of the model explains
 
 
 @pytest.mark.slow
