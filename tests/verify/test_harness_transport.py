@@ -307,7 +307,7 @@ def test_a_reply_of_the_wrong_shape_ends_the_adapter() -> None:
 
 
 @pytest.mark.parametrize(("second", "shown"), [
-    ('{"ok":true,"state":"Again"}', "'{\"ok\": true, \"state\": \"Again\"}'"),
+    ('{"ok":true,"state":"Again"}', "'{\"ok\":true,\"state\":\"Again\"}'"),   # as the adapter wrote it
     ("oops", "'oops'"),
 ])
 def test_a_reply_nobody_asked_for_fails_the_next_request(second: str, shown: str) -> None:

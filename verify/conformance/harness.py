@@ -32,6 +32,7 @@ from agentfsm.spec.expr import Value
 
 MAX_LINE = 1 << 20
 MEMO_LINES = 1 << 14   # distinct reply lines a transport keeps parsed (an adapter repeats few replies)
+FLUSH_BYTES = 1 << 12   # requests queued past this are written at once, so that the adapter is never idle
 STDERR_LINES = 20
 QUIT_GRACE = 1.0
 STARTUP_GRACE = 10.0   # seconds added to the timeout for a fresh adapter's first reply
@@ -132,8 +133,9 @@ class ProcessTransport:
         self.argv = list(argv)
         self.timeout = timeout
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
-        self.replies: deque[bytes] = deque()       # lines read, not parsed yet
-        self.parsed: deque[Message | bytes] = deque()   # parsed (or, when not JSON objects, raw) in order
+        self.replies: list[bytes] = []   # lines read; those from ``taken`` on not taken yet
+        self.taken = 0
+        self.last_line = b""   # the line of the reply ``receive`` returned last
         self.known: dict[bytes, Message] = {}   # reply lines parsed before (their replies are read-only)
         self.partial = b""
         self.err_partial = b""
@@ -182,8 +184,10 @@ class ProcessTransport:
         return self.fail("exited", f"the adapter exited ({how})")
 
     def send(self, messages: Sequence[Message], lines: Sequence[bytes] | None = None) -> None:
-        # Written when the next reply is awaited: requests queued meanwhile go in one write.
+        # Written when the next reply is awaited, or once a few kilobytes wait: in chunks, as a pipe would.
         self.outbox += b"".join(lines if lines is not None else map(encode, messages))
+        if len(self.outbox) >= FLUSH_BYTES and not self.writing:
+            self._flush()
 
     def _flush(self) -> None:
         try:
@@ -236,6 +240,9 @@ class ProcessTransport:
             self.eof, self.fd_out = True, -1
         elif chunk:
             *lines, self.partial = (self.partial + chunk).split(b"\n")
+            if self.taken:
+                del self.replies[:self.taken]
+                self.taken = 0
             self.replies.extend(lines)
 
     def _read_err(self) -> None:
@@ -254,7 +261,7 @@ class ProcessTransport:
         deadline = time.monotonic() + allowed
         if self.outbox and not self.writing:
             self._flush()
-        while not self.replies and not self.parsed:
+        while self.taken == len(self.replies):
             if len(self.partial) > MAX_LINE:
                 raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
             if self.eof:
@@ -264,10 +271,10 @@ class ProcessTransport:
                 raise self.fail("timeout", f"no reply within {allowed:g} s")
             self._pump(left)
         self.answered = True
-        if not self.parsed:
-            self.parsed.extend(parse_many(list(self.replies), self.known))
-            self.replies.clear()
-        reply = self.parsed.popleft()
+        line = self.last_line = self.replies[self.taken]
+        self.taken += 1
+        known = self.known.get(line)
+        [reply] = parse_many([line], self.known) if known is None else [known]
         if isinstance(reply, bytes):
             if len(reply) > MAX_LINE:
                 raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
@@ -275,6 +282,16 @@ class ProcessTransport:
         if not isinstance(reply.get("ok"), bool):
             raise self.fail("garbled", f"reply has no boolean 'ok': {_excerpt(json.dumps(reply).encode())}")
         return reply
+
+    def peek(self, n: int) -> list[bytes]:
+        """The next ``n`` reply lines as read, not taken (fewer if fewer are at hand): a run compares
+        them with lines that passed before and, if all are, takes them with ``skip`` unparsed."""
+        if len(self.replies) - self.taken < n and self.fd_out >= 0:
+            self._pump(0.0)   # whatever has arrived meanwhile, without waiting
+        return self.replies[self.taken:self.taken + n]
+
+    def skip(self, n: int) -> None:
+        self.taken += n
 
     def request(self, message: Message) -> Message:
         stray = self.stray(0.0)
@@ -288,11 +305,9 @@ class ProcessTransport:
         deadline = time.monotonic() + wait
         while True:
             self._pump(0.0)
-            if self.parsed:
-                reply = self.parsed.popleft()
-                return _excerpt(reply if isinstance(reply, bytes) else json.dumps(reply).encode())
-            if self.replies:
-                return _excerpt(self.replies.popleft())
+            if self.taken < len(self.replies):
+                self.taken += 1
+                return _excerpt(self.replies[self.taken - 1])
             left = deadline - time.monotonic()
             if left <= 0 or self.eof:
                 return None
