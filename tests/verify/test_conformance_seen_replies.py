@@ -1,5 +1,5 @@
 """Replies passed as seen: a vector whose reply lines all equal lines that passed the same
-expectations before passes without a line parsed or judged (``Requests.passed_before``).
+expectations before passes without a line parsed or judged (``ProcessTransport.take_if`` of ``Requests.passed_lines``).
 
 The report must be the one full judging gives, for a faithful adapter and for planted
 faults, the one that shows only after some history included (the same expectation then
@@ -16,7 +16,6 @@ from itertools import islice
 import pytest
 from agentfsm.spec import Table
 from agentfsm.spec.vectorfile import Vector
-from agentfsm.verify.conformance import conform
 from agentfsm.verify.conformance.conform import Runner
 from agentfsm.verify.conformance.harness import ProcessTransport
 from agentfsm.verify.conformance.vectors import generate_extended
@@ -37,18 +36,18 @@ def vectors(loom: Table) -> list[Vector]:
 def test_passing_as_seen_reports_what_full_judging_does(loom: Table, vectors: list[Vector], fault: str | None,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     argv = semantics_adapter(*(("--fault", fault) if fault else ()))
-    seen = conform.Requests.passed_before
+    take_if = ProcessTransport.take_if
     fast = 0
 
-    def counted(self: conform.Requests, transport: ProcessTransport, vector: Vector) -> bool:
+    def counted(self: ProcessTransport, lines: list[bytes | None]) -> bool:
         nonlocal fast
-        passed = seen(self, transport, vector)
-        fast += passed
-        return passed
+        taken = take_if(self, lines)
+        fast += taken
+        return taken
 
-    monkeypatch.setattr(conform.Requests, "passed_before", counted)
+    monkeypatch.setattr(ProcessTransport, "take_if", counted)
     quick = Runner(loom, lambda: ProcessTransport(argv, 10.0)).run(vectors)
-    monkeypatch.setattr(conform.Requests, "passed_before", lambda *_: False)
+    monkeypatch.setattr(ProcessTransport, "take_if", lambda *_: False)
     full = Runner(loom, lambda: ProcessTransport(argv, 10.0)).run(vectors)
     assert summary(quick) == summary(full)
     assert quick.ok == (fault is None)
@@ -72,3 +71,39 @@ def test_a_line_that_differs_from_the_one_that_passed_is_judged(loom: Table, vec
     assert [r.status for r in report.results] == ["pass", "fail"]
     assert report.results[1].message.startswith(f"step {len(vector.steps)} ")
     assert "state: expected" in report.results[1].message
+
+
+class Watched(ProcessTransport):
+    """A process transport that counts the waits begun after a wait for a reply timed out."""
+
+    waits_after_timeout = 0
+
+    def _pump(self, wait: float) -> None:
+        if self.overdue and wait > 0:
+            Watched.waits_after_timeout += 1
+        super()._pump(wait)
+
+
+@pytest.mark.parametrize("then", ["hang", "exit"])
+def test_a_reply_missing_from_a_vector_passed_before_fails_at_its_step(loom: Table, vectors: list[Vector],
+                                                                      then: str) -> None:
+    """The same vector twice; the second time the adapter stops before its last reply. The failure
+    names that step, as full judging does, and a timed-out wait is not waited again."""
+    vector = next(v for v in vectors if len(v.steps) >= 3)
+    stop = "import time; time.sleep(60)" if then == "hang" else "sys.exit(3)"
+    script = "\n".join([
+        "import json, subprocess, sys",
+        f"inner = subprocess.Popen({semantics_adapter()!r}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)",
+        "for n, line in enumerate(sys.stdin):",
+        f"    if n == 2 * {len(vector.steps) + 1} - 1:",
+        f"        {stop}",
+        "    inner.stdin.write(line); inner.stdin.flush()",
+        "    print(inner.stdout.readline(), end='', flush=True)",
+    ])
+    Watched.waits_after_timeout = 0
+    report = Runner(loom, lambda: Watched([sys.executable, "-c", script], 1.0)).run([vector, vector])
+    assert [r.status for r in report.results] == ["pass", "fail"]
+    kind = "timeout" if then == "hang" else "exited"
+    assert report.results[1].message.startswith(f"step {len(vector.steps)} ")
+    assert f": {kind}: " in report.results[1].message
+    assert Watched.waits_after_timeout == 0

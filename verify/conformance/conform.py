@@ -286,7 +286,7 @@ class Runner:
 
     def _read_steps(self, session: Session, vector: Vector, result: VectorResult) -> None:
         lines = session.transport if isinstance(session.transport, ProcessTransport) else None
-        if lines is not None and self.requests.passed_before(lines, vector):
+        if lines is not None and lines.take_if(self.requests.passed_lines(vector)):
             self.started = True
             result.agreed = len(vector.steps)
             return
@@ -379,7 +379,7 @@ class Requests:
     expectations share one canonical reply (``canonical``), and ``passing`` keeps, by its
     id, the last reply line an adapter passed it with (``reset_passing`` the reset's): a
     vector whose reply lines all equal those passes without a line parsed or judged
-    (``passed_before``), as the same line gets the same verdict for the same expectation.
+    (``passed_lines``), as the same line gets the same verdict for the same expectation.
     """
 
     def __init__(self, table: Table) -> None:
@@ -394,16 +394,13 @@ class Requests:
         self.encoded: dict[tuple[Any, ...], tuple[Message, bytes]] = {}   # by event and parameter values
         self.canonical: dict[tuple[Any, ...], Canonical] = {}
         self.passing: dict[int, bytes] = {}
-        self.reset_passing = b""
+        self.reset_passing: bytes | None = None
 
-    def passed_before(self, transport: ProcessTransport, vector: Vector) -> bool:
-        """Whether the vector's replies, all at hand, are lines that passed the same expectations
-        before; if so they are taken. (``of`` has seen its steps: it is read after being sent.)"""
-        want = [self.reset_passing, *map(self.passing.get, map(self.expected_id.__getitem__, map(id, vector.steps)))]
-        if transport.peek(len(want)) != want:
-            return False
-        transport.skip(len(want))
-        return True
+    def passed_lines(self, vector: Vector) -> list[bytes | None]:
+        """The reply lines that passed the vector's reset and steps' expectations before (None
+        where none has yet): a vector answered with exactly these passes. (``of`` has seen its
+        steps: it is read after being sent.)"""
+        return [self.reset_passing, *map(self.passing.get, map(self.expected_id.__getitem__, map(id, vector.steps)))]
 
     def of(self, vector: Vector) -> tuple[list[Message], list[bytes]]:
         lines = self.lines(vector)

@@ -136,6 +136,7 @@ class ProcessTransport:
         self.replies: list[bytes] = []   # lines read; those from ``taken`` on not taken yet
         self.taken = 0
         self.last_line = b""   # the line of the reply ``receive`` returned last
+        self.overdue = False   # a wait for the next reply timed out in ``take_if``
         self.known: dict[bytes, Message] = {}   # reply lines parsed before (their replies are read-only)
         self.partial = b""
         self.err_partial = b""
@@ -255,21 +256,36 @@ class ProcessTransport:
         *lines, self.err_partial = (self.err_partial + chunk).split(b"\n")
         self.stderr_tail.extend(line.decode("utf-8", "replace")[:500] for line in lines)
 
-    def receive(self) -> Message:
+    def _allowed(self) -> float:
         # A fresh process gets extra time for its first reply: it may still be starting up.
-        allowed = self.timeout + (STARTUP_GRACE if not self.answered else 0.0)
-        deadline = time.monotonic() + allowed
+        return self.timeout + (STARTUP_GRACE if not self.answered else 0.0)
+
+    def _arrival(self, ahead: int) -> str | None:
+        """Read until the reply line ``ahead`` places past the next one is at hand (None), or say
+        why it will not be: the adapter exited, wrote a line past MAX_LINE (garbled), or did not
+        answer in time (at once when a wait for this line timed out before: ``overdue``)."""
+        deadline = time.monotonic() + self._allowed()
         if self.outbox and not self.writing:
             self._flush()
-        while self.taken == len(self.replies):
+        while self.taken + ahead >= len(self.replies):
             if len(self.partial) > MAX_LINE:
-                raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
+                return "garbled"
             if self.eof:
-                raise self.exited()
+                return "exited"
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise self.fail("timeout", f"no reply within {allowed:g} s")
+            if left <= 0 or self.overdue:
+                return "timeout"
             self._pump(left)
+        return None
+
+    def receive(self) -> Message:
+        problem = self._arrival(0)
+        if problem == "garbled":
+            raise self.fail("garbled", f"reply longer than {MAX_LINE} bytes")
+        if problem == "exited":
+            raise self.exited()
+        if problem == "timeout":
+            raise self.fail("timeout", f"no reply within {self._allowed():g} s")
         self.answered = True
         line = self.last_line = self.replies[self.taken]
         self.taken += 1
@@ -283,15 +299,24 @@ class ProcessTransport:
             raise self.fail("garbled", f"reply has no boolean 'ok': {_excerpt(json.dumps(reply).encode())}")
         return reply
 
-    def peek(self, n: int) -> list[bytes]:
-        """The next ``n`` reply lines as read, not taken (fewer if fewer are at hand): a run compares
-        them with lines that passed before and, if all are, takes them with ``skip`` unparsed."""
-        if len(self.replies) - self.taken < n and self.fd_out >= 0:
-            self._pump(0.0)   # whatever has arrived meanwhile, without waiting
-        return self.replies[self.taken:self.taken + n]
-
-    def skip(self, n: int) -> None:
-        self.taken += n
+    def take_if(self, lines: Sequence[bytes | None]) -> bool:
+        """Take the next reply lines, unparsed, if they are ``lines`` (a run passes a vector whose
+        replies are lines that passed the same expectations before). Each line is awaited only
+        while those before it matched; a reply that does not come leaves them all for ``receive``,
+        which then fails the adapter at that reply's step without waiting again."""
+        if None in lines:
+            return False
+        for ahead, line in enumerate(lines):
+            problem = self._arrival(ahead)
+            if problem is not None:
+                self.overdue = problem == "timeout"
+                return False
+            if self.replies[self.taken + ahead] != line:
+                return False
+        self.answered = True
+        self.taken += len(lines)
+        self.last_line = self.replies[self.taken - 1]
+        return True
 
     def request(self, message: Message) -> Message:
         stray = self.stray(0.0)
