@@ -52,7 +52,7 @@ class Faulty:
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
         event = request.get("event", "")
         if event in self.yielding:
-            time.sleep(0)   # lets another worker's thread run here: the hypothesis picks the interleaving
+            time.sleep(0)   # gives up the CPU here: the workers run at uneven speeds, as the hypothesis picks
         if event in self.refused:
             return {"ok": False, "error": f"{event} is not implemented"}
         reply = self.oracle(request)
