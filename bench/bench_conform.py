@@ -121,7 +121,7 @@ def main() -> int:
     parser.add_argument("--extra-states", type=int, default=1, help="suffix extension (default 1)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each side (default 3)")
     parser.add_argument("--depth", type=int, default=2, help="--extra-states of the end-to-end run (default 2; "
-                        "3 is 7 million vectors, tens of minutes on two loaded cores; 0: skip it)")
+                        "3 is 7 million vectors, about 20 minutes on two loaded cores; 0: skip it)")
     args = parser.parse_args()
     table = load_table(LOOM)
     vectors = list(generate_extended(table, extra_states=args.extra_states)[1])
