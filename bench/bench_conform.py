@@ -12,7 +12,7 @@ the Python reference (``agentfsm adapter``) and the TypeScript example (when bui
 Then ``conform`` at depth as a user runs it: ``agentfsm conform`` on Loom with
 ``--extra-states D --jobs 2`` and the TypeScript adapter (the Python one without node), in
 its own process, start to exit: wall and CPU seconds (harness, adapters and generation,
-from the kernel's accounting of that process and the children it waited for), the
+from the kernel's accounting of that process and the descendants it waited for), the
 vectors, and the peak resident memory of the largest of those processes.
 
     .venv/bin/python bench/bench_conform.py [--extra-states K] [--rounds R] [--depth D]
@@ -100,8 +100,8 @@ def harnessed(table: Table, argv: list[str], vectors: list[Vector]) -> tuple[flo
 
 def at_depth(argv: list[str], depth: int, jobs: int = 2) -> dict[str, float]:
     """``agentfsm conform`` with ``--extra-states depth --jobs jobs``, start to exit: its figures
-    (wait4's accounting covers the process and the adapters it waited for; its peak memory is
-    that of the largest of them)."""
+    (wait4's accounting covers the process, its harness processes and the adapters they waited
+    for; its peak memory is that of the largest of them)."""
     command = [str(Path(sys.executable).parent / "agentfsm"), "conform", str(LOOM), "--adapter", shlex.join(argv),
                "--extra-states", str(depth), "--jobs", str(jobs), "--json"]
     with tempfile.TemporaryFile() as out:
@@ -121,7 +121,7 @@ def main() -> int:
     parser.add_argument("--extra-states", type=int, default=1, help="suffix extension (default 1)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each side (default 3)")
     parser.add_argument("--depth", type=int, default=2, help="--extra-states of the end-to-end run (default 2; "
-                        "3 is 7 million vectors, tens of minutes on two loaded cores; 0: skip it)")
+                        "3 is 7 million vectors, about 20 minutes on two loaded cores; 0: skip it)")
     args = parser.parse_args()
     table = load_table(LOOM)
     vectors = list(generate_extended(table, extra_states=args.extra_states)[1])

@@ -52,7 +52,7 @@ class Faulty:
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
         event = request.get("event", "")
         if event in self.yielding:
-            time.sleep(0)   # lets another worker's thread run here: the hypothesis picks the interleaving
+            time.sleep(0)   # gives up the CPU here: the workers run at uneven speeds, as the hypothesis picks
         if event in self.refused:
             return {"ok": False, "error": f"{event} is not implemented"}
         reply = self.oracle(request)
@@ -167,37 +167,45 @@ def test_the_typescript_example_gives_the_same_report(capsys: pytest.CaptureFixt
     assert one[0] == 0 and conform(capsys, tmp_path, ["node", str(built)], 2, "--sets", "rows,row-pairs") == one
 
 
-def gone(transport: ProcessTransport) -> bool:
-    """The adapter and its process group are gone: waited for, and no process left in the group."""
+def gone(pid: int) -> bool:
+    """The adapter and its process group are gone: no process left in the group, nor a zombie of it."""
     try:
-        os.killpg(transport.proc.pid, 0)
+        os.killpg(pid, 0)
     except ProcessLookupError:
-        return transport.proc.poll() is not None
+        return True
     return False
 
 
-def processes(argv: list[str]) -> tuple[list[ProcessTransport], Callable[[], Transport]]:
-    started: list[ProcessTransport] = []
-
+def processes(argv: list[str], log: Path) -> Callable[[], Transport]:
+    """Adapters started by the workers, each one's pid appended to ``log`` (the workers are other processes)."""
     def connect() -> Transport:
-        started.append(ProcessTransport(argv, 5.0))
-        return started[-1]
+        transport = ProcessTransport(argv, 5.0)
+        with log.open("a") as out:
+            out.write(f"{transport.proc.pid}\n")
+        return transport
 
-    return started, connect
+    return connect
+
+
+def started(log: Path) -> list[int]:
+    return [int(line) for line in log.read_text().split()] if log.exists() else []
 
 
 @pytest.mark.parametrize("max_failures", [None, 2])
-def test_every_adapter_process_is_ended(loom: Table, loom_vectors: list[Vector], max_failures: int | None) -> None:
-    started, connect = processes(semantics_adapter("--fault", "silent-text"))
+def test_every_adapter_process_is_ended(loom: Table, loom_vectors: list[Vector], max_failures: int | None,
+                                        tmp_path: Path) -> None:
+    log = tmp_path / "pids"
+    connect = processes(semantics_adapter("--fault", "silent-text"), log)
     report = parallel.run(loom, connect, loom_vectors[:400], 3, max_failures=max_failures)
     assert bool(report.stopped) == (max_failures is not None)
-    assert len(started) == 3 and all(map(gone, started))
+    assert len(started(log)) == 3 and all(map(gone, started(log)))
 
 
-def test_adapters_are_ended_when_the_run_is_interrupted(loom: Table, loom_vectors: list[Vector]) -> None:
+def test_adapters_are_ended_when_the_run_is_interrupted(loom: Table, loom_vectors: list[Vector],
+                                                        tmp_path: Path) -> None:
     """Ctrl-C (or any exception) in the middle: every adapter, the children of each included, is killed."""
-    started, connect = processes([sys.executable, str(ROOT / "tests" / "adapters" / "adapter_semantics.py"),
-                                  str(LOOM)])
+    log = tmp_path / "pids"
+    connect = processes([sys.executable, str(ROOT / "tests" / "adapters" / "adapter_semantics.py"), str(LOOM)], log)
 
     def interrupt(done: int) -> None:
         if done == 50:
@@ -205,7 +213,47 @@ def test_adapters_are_ended_when_the_run_is_interrupted(loom: Table, loom_vector
 
     with pytest.raises(KeyboardInterrupt):
         parallel.run(loom, connect, loom_vectors, 3, progress=interrupt)
-    assert started and all(map(gone, started))
+    assert started(log) and all(map(gone, started(log)))
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(loom: Table, loom_vectors: list[Vector]) -> None:
+    """A harness process killed under the run (here: on starting its adapter) fails the run, named."""
+    def connect() -> Transport:
+        os._exit(7)
+
+    with pytest.raises(parallel.WorkerError, match=r"conform-0\) ended without its results \(exit code 7\)"):
+        parallel.run(loom, connect, loom_vectors[:50], 2)
+
+
+def test_a_hanging_adapter_fails_its_vectors_on_every_worker(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    """Each worker's adapter hangs at the first event: timeouts, reported as with one job, never a hang of the run."""
+    adapter = broken_adapter("hang")
+    one = conform(capsys, tmp_path, adapter, 1, "--sets", "rows", "--timeout", "0.2", "--max-failures", "3")
+    assert one[0] == 1 and "timeout: no reply within 0.2 s" in one[1]
+    assert conform(capsys, tmp_path, adapter, 2, "--sets", "rows", "--timeout", "0.2", "--max-failures", "3") == one
+
+
+@pytest.mark.parametrize(("table", "fault", "extra"), [
+    ("explorer-evaluator", [], []),
+    ("loom-agent", ["--fault", "retry-bound"], ["--max-failures", "5"]),
+], ids=["faithful", "retry-bound"])
+def test_extension_vectors_made_in_the_workers_give_the_same_report(capsys: pytest.CaptureFixture[str],
+                                                                    table: str, fault: list[str],
+                                                                    extra: list[str]) -> None:
+    """--extra-states: each worker makes its own chunks of the extension (``Vectors.span``), on real adapter
+    processes; an early stop lists and counts the vectors one adapter would have."""
+    path = ROOT / "spec" / f"{table}.yaml"
+    adapter = semantics_adapter(*fault, table=path)
+    options = ["--sets", "suffixes", "--extra-states", "1", "--json", *extra]
+
+    def run(jobs: int) -> tuple[int, str]:
+        status = main(["conform", str(path), "--adapter", " ".join(adapter), "--jobs", str(jobs), *options])
+        return status, same_text(capsys.readouterr().out)
+
+    one = run(1)
+    assert one[0] == (1 if fault else 0)
+    assert run(3) == one
 
 
 def test_a_command_that_cannot_start_is_started_once(loom: Table, loom_vectors: list[Vector],

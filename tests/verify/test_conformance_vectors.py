@@ -6,10 +6,11 @@ import io
 import itertools
 import json
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from agentfsm.spec import Table
+from agentfsm.spec import Table, load_table
 from agentfsm.spec.expr import Value
 from agentfsm.spec.semantics import step
 from agentfsm.spec.vectorfile import (
@@ -24,7 +25,7 @@ from agentfsm.spec.vectorfile import (
     vector_labels,
     write_vectors,
 )
-from agentfsm.verify.conformance.vectors import generate, generate_extended
+from agentfsm.verify.conformance.vectors import Vectors, generate, generate_extended
 from agentfsm.verify.table.explore import labels_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -189,3 +190,20 @@ def test_extension_vectors_are_counted_before_they_are_made(loom: Table) -> None
         # Each is a pair, one event in front, then an identification sequence, as the table prescribes.
         assert "+" in vector.covers[0]
         assert [s for s, _ in expected_run(loom, vector_labels(loom, vector))] == list(vector.steps)
+
+
+@pytest.fixture(scope="module")
+def extended_two() -> tuple[list[Vector], Sequence[Vector]]:
+    table = load_table(Path(__file__).resolve().parents[2] / "spec" / "explorer-evaluator.yaml")
+    vectors = generate_extended(table, sets=["rows", "suffixes"], extra_states=2)[1]
+    return list(vectors), vectors
+
+
+@settings(max_examples=60, deadline=None)
+@given(start=st.integers(0, 80_000), length=st.integers(0, 3000))
+def test_any_span_is_the_same_run_of_vectors_as_a_full_read(extended_two: tuple[list[Vector], Sequence[Vector]],
+                                                            start: int, length: int) -> None:
+    """``span`` skips what comes before it by counts: the vectors, ids and steps, are those a full read makes there."""
+    made, vectors = extended_two
+    assert isinstance(vectors, Vectors)
+    assert list(vectors.span(start, start + length)) == made[start:start + length]

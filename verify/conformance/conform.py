@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -173,38 +173,21 @@ class Runner:
             max_failures = 1
         start = time.monotonic()
         results: list[VectorResult] = []
-        failures, stopped, held = 0, "", None
+        failures, stopped, unlisted = 0, "", 0
         pending = iter(vectors)
         inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
-        queued, sent, unlisted = 0, 0, 0
         try:
-            while True:
-                while held is None and queued < WINDOW and (vector := next(pending, None)) is not None:
-                    inflight.append((vector, self._send(vector)))
-                    queued += len(vector.steps) + 1
-                    sent += 1
-                if not inflight:
-                    break
-                vector, failure = inflight.popleft()
-                queued -= len(vector.steps) + 1
-                result = self._read(vector, failure)
+            for result in self.results(pending, inflight):
                 if not keep_passing and results and results[-1].status == "pass":
                     slim(results[-1])
                 results.append(result)
-                if self.session is None and inflight:
-                    # The adapter was replaced: the vectors it had been sent go to the new one.
-                    inflight = deque((v, self._send(v)) for v, _ in inflight)
-                if result.status == "fail" and not result.failure and self.stray_checks > 0:
-                    held = result   # send nothing more until the stray check after it
-                if held is not None and not inflight:
-                    self._check_in_step(held)
-                    held = None
                 failures += result.status != "pass"
                 if progress is not None:
                     progress(len(results))
                 if max_failures is not None and failures >= max_failures:
                     stopped = ("stopped at the first failure" if max_failures == 1
                                else f"stopped after {failures} vectors did not pass")
+                    sent = len(results) + len(inflight)
                     results.extend(VectorResult(v, "not-run") for v, _ in inflight)
                     if isinstance(vectors, list):
                         results.extend(VectorResult(v, "not-run") for v in pending)
@@ -213,11 +196,41 @@ class Runner:
                     else:
                         unlisted = sum(1 for _ in pending)
                     break
-            if not stopped and results and self.session is not None:
-                self._check_quiet(results[-1])
+            if not stopped and results:
+                self.check_quiet(results[-1])
         finally:
             self.close()
         return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
+
+    def results(self, pending: Iterator[Vector],
+                inflight: deque[tuple[Vector, AdapterFailure | None]]) -> Iterator[VectorResult]:
+        """The results of ``pending``'s vectors in order, read while the next ones are sent.
+
+        ``inflight`` (empty at first) holds, between results, the vectors sent and not yet
+        read, so that a caller that stops early knows which; a vector is taken from
+        ``pending`` only once there is room in the window.
+        """
+        queued, held = 0, None
+        while True:
+            while held is None and queued < WINDOW and (vector := next(pending, None)) is not None:
+                inflight.append((vector, self._send(vector)))
+                queued += len(vector.steps) + 1
+            if not inflight:
+                return
+            vector, failure = inflight.popleft()
+            queued -= len(vector.steps) + 1
+            result = self._read(vector, failure)
+            if self.session is None and inflight:
+                # The adapter was replaced: the vectors it had been sent go to the new one.
+                moved = [v for v, _ in inflight]
+                inflight.clear()
+                inflight.extend((v, self._send(v)) for v in moved)
+            if result.status == "fail" and not result.failure and self.stray_checks > 0:
+                held = result   # send nothing more until the stray check after it
+            if held is not None and not inflight:
+                self._check_in_step(held)
+                held = None
+            yield result
 
     def first_failure(self, vectors: Iterable[Vector]) -> VectorResult | None:
         """The first vector that does not pass, or None; cheaper than ``run`` for a verdict alone."""
@@ -236,8 +249,8 @@ class Runner:
         result = self._read(vector, self._send(vector))
         if result.status == "fail" and not result.failure and self.stray_checks > 0:
             self._check_in_step(result)
-        elif self.session is not None:
-            self._check_quiet(result)
+        else:
+            self.check_quiet(result)
         return result
 
     def _send(self, vector: Vector) -> AdapterFailure | None:
@@ -317,9 +330,10 @@ class Runner:
             self.awaiting += 1
             session.transport.receive()
 
-    def _check_quiet(self, result: VectorResult) -> None:
-        """With nothing in flight, output waiting to be read is a reply nobody asked for."""
-        assert self.session is not None
+    def check_quiet(self, result: VectorResult) -> None:
+        """With nothing in flight, output waiting to be read is a reply nobody asked for (``result``'s adapter's)."""
+        if self.session is None:
+            return
         stray = self.session.transport.stray(0.0)
         if stray is not None:
             self.awaiting = len(result.vector.steps) + 1

@@ -14,6 +14,7 @@ replay of the semantics per vector).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -34,6 +35,11 @@ class ExtraStates:
     k: int
     steps: dict[tuple[int, int], Step] = field(default_factory=dict)
     orders: dict[int, list[int]] = field(default_factory=dict)
+    sizes: dict[tuple[int, int], int] = field(default_factory=dict)
+    prefixes: dict[int, tuple[Step, ...]] = field(default_factory=dict)
+    pairs: list[tuple[int, int]] | None = None
+    before: list[int] = field(default_factory=list)
+    ats: list[int] = field(default_factory=list)
 
     def _ends(self, c: int, front: int) -> int:
         """Vectors whose front sequence ends at ``c`` after ``front`` events: one per identification sequence."""
@@ -41,23 +47,31 @@ class ExtraStates:
 
     def count(self) -> int:
         """The number of vectors ``vectors`` yields, computed without making them."""
-        memo: dict[tuple[int, int], int] = {}
+        return self._layout()[1][-1]
 
-        def through(c: int, front: int) -> int:
-            key = (c, front)
-            if key not in memo:
-                total = self._ends(c, front)
-                if front < self.k:
-                    total += sum(through(n, front + 1) for n in self.u.successors[c] if n >= 0)
-                memo[key] = total
-            return memo[key]
+    def _through(self, c: int, front: int) -> int:
+        """Vectors of the subtree at ``c`` after ``front`` events: its own and those of every longer front."""
+        key = (c, front)
+        found = self.sizes.get(key)
+        if found is None:
+            found = self._ends(c, front)
+            if front < self.k:
+                found += sum(self._through(n, front + 1) for n in self.u.successors[c] if n >= 0)
+            self.sizes[key] = found
+        return found
 
-        total = 0
-        for i in range(self.ex.count):
-            for n in self.u.successors[self.u.index[self.ex.config(i)]]:
-                if n >= 0:
-                    total += sum(through(m, 1) for m in self.u.successors[n] if m >= 0)
-        return total
+    def _layout(self) -> tuple[list[tuple[int, int]], list[int]]:
+        """The pairs in the order ``vectors`` takes them, and how many vectors come before each (and in all, last)."""
+        if self.pairs is None:
+            ats = self.ats = [self.u.index[self.ex.config(i)] for i in range(self.ex.count)]
+            pairs = [(i, j) for i in range(self.ex.count) for j in self._accepted_first(ats[i])]
+            pairs.sort(key=lambda pair: not self._accepts(ats[pair[0]], pair[1]))
+            before = [0]
+            for i, j in pairs:
+                n = self.u.successors[ats[i]][j]
+                before.append(before[-1] + sum(self._through(m, 1) for m in self.u.successors[n] if m >= 0))
+            self.pairs, self.before = pairs, before
+        return self.pairs, self.before
 
     def _step(self, c: int, j: int) -> Step:
         found = self.steps.get((c, j))
@@ -81,8 +95,11 @@ class ExtraStates:
         expect = self._step(c, j).expect
         return isinstance(expect, Expect) and expect.accepted
 
-    def vectors(self, first: int, pad: int) -> Iterator[Vector]:
-        """Pair, then 1..K events in front, then each identification sequence of where they lead.
+    def vectors(self, first: int, pad: int, start: int = 0, stop: int | None = None) -> Iterator[Vector]:
+        """Pair, then 1..K events in front, then each identification sequence of where they lead;
+        only those from ``start`` up to ``stop`` (numbered ``first`` + their place), the
+        others skipped by their counts without being made (each worker of ``conform --jobs``
+        makes its own share).
 
         The order only matters for a run that stops early (``--max-failures``): the pairs
         whose event is accepted come first, then the rejected ones, and in front the
@@ -90,31 +107,45 @@ class ExtraStates:
         before faults in what it refuses.
         """
         table, u, labels = self.table, self.u, self.u.labels
-        number = first
-        ats = [u.index[self.ex.config(i)] for i in range(self.ex.count)]
-        pairs = [(i, j) for i in range(self.ex.count) for j in self._accepted_first(ats[i])]
-        pairs.sort(key=lambda pair: not self._accepts(ats[pair[0]], pair[1]))
-        prefixes: dict[int, tuple[Step, ...]] = {}
-        for i, j in pairs:
-            config, at, label = self.ex.config(i), ats[i], labels[j]
-            if i not in prefixes:
-                prefixes[i] = tuple(s for s, _ in expected_run(table, self.ex.path(i)))
+        pairs, before = self._layout()
+        stop = before[-1] if stop is None else min(stop, before[-1])
+        p = bisect.bisect_right(before, start) - 1
+        place = before[p]
+        for i, j in pairs[p:]:
+            if place >= stop:
+                return
+            config, at, label = self.ex.config(i), self.ats[i], labels[j]
             where = describe_config(table, *config)
-            head = (*prefixes[i], self._step(at, j))
-            stack: list[tuple[int, tuple[Step, ...], tuple[int, ...]]] = [(u.successors[at][j], head, ())]
-            while stack:
-                c, steps, front = stack.pop()
-                if front:
-                    tag = (f"suffix:{where}/{describe_label(table, label)}+"
-                           + ",".join(describe_label(table, labels[x]) for x in front))
-                    suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
-                    for k, suffix in enumerate(suffixes, start=1):
-                        yield Vector(f"{table.machine}/suffix-{number:0{pad}d}", table.machine,
+            head = (*self._prefix(i), self._step(at, j))
+            root = u.successors[at][j]
+            # (where from, the steps there, the events in front there, the next event)
+            stack: list[tuple[int, tuple[Step, ...], tuple[int, ...], int]] = [
+                (root, head, (), x) for x in reversed(self._accepted_first(root))]
+            while stack and place < stop:
+                parent, steps_before, front_before, x = stack.pop()
+                c, front = u.successors[parent][x], (*front_before, x)
+                size = self._through(c, len(front))
+                if place + size <= start:
+                    place += size
+                    continue
+                steps = (*steps_before, self._step(parent, x))
+                tag = (f"suffix:{where}/{describe_label(table, label)}+"
+                       + ",".join(describe_label(table, labels[y]) for y in front))
+                suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
+                for k, suffix in enumerate(suffixes, start=1):
+                    if start <= place < stop:
+                        yield Vector(f"{table.machine}/suffix-{first + place:0{pad}d}", table.machine,
                                      (f"{tag}#{k}",), steps + self._run(c, suffix))
-                        number += 1
+                    place += 1
                 if len(front) < self.k:
-                    for x in reversed(self._accepted_first(c)):
-                        stack.append((u.successors[c][x], (*steps, self._step(c, x)), (*front, x)))
+                    stack.extend((c, steps, front, y) for y in reversed(self._accepted_first(c)))
+
+    def _prefix(self, i: int) -> tuple[Step, ...]:
+        """The steps of the shortest path to configuration ``i``."""
+        found = self.prefixes.get(i)
+        if found is None:
+            found = self.prefixes[i] = tuple(s for s, _ in expected_run(self.table, self.ex.path(i)))
+        return found
 
     def _run(self, c: int, suffix: tuple[int, ...]) -> tuple[Step, ...]:
         out = []

@@ -1,94 +1,67 @@
 """Running vectors on several adapter processes at once, reported as one adapter would have.
 
-``conform --jobs N`` hands the vectors, in order, to N threads, each driving its own
-``Runner`` and so its own adapter process (pipelined as ever, replaced when it breaks).
-The results are put back in vector order, and the report is the one ``--jobs 1`` gives:
-the same results, messages, counts, early stop and JSON/JUnit, only the seconds differ.
+``conform --jobs N`` forks N harness worker processes, each driving its own ``Runner`` and
+so its own adapter (pipelined as ever, replaced when it breaks): the judging of replies
+runs on N cores, not in turns in one process. The vectors go out in chunks of
+consecutive indices, each to the worker that asks next; a worker makes a chunk's vectors
+itself from its copy of the source (a list, or ``Vectors.span``, which skips the
+extension vectors before the chunk unmade), so no vector crosses a pipe, and only a
+source that is neither (an iterator) is read here and sent. The workers send back each
+chunk's results (a passing one as its id, seconds and agreed steps) and they are merged
+in vector order: the report is the one ``--jobs 1`` gives — the same results, messages,
+counts, early stop and JSON/JUnit, only the seconds differ.
+
 An early stop needs care there: one adapter, stopping, reports as not run the vectors it
 had already sent (its window, ``WINDOW`` requests) and only counts the rest of a lazily
 made sequence; ``SerialWindow`` replays that window from the results in order, so the
 same vectors end up listed and counted.
 
-The first adapter runs alone until it has answered a reset: an adapter that cannot start
-is started once and is bad input, as with one job. Equality holds for an adapter whose
-replies depend only on the vector it is answering (each vector starts with a reset); one
-that breaks the protocol (unsolicited output) is still caught, but maybe at another vector.
+The first worker runs alone until its adapter has answered a reset: an adapter that
+cannot start is started once and is bad input, as with one job. Equality holds for an
+adapter whose replies depend only on the vector it is answering (each vector starts with
+a reset); one that breaks the protocol (unsolicited output) is still caught, but maybe
+at another vector. A worker that dies is an error of the run, named, never a hang; any
+end of the run (an early stop, Ctrl-C, an exception) ends every worker, and each worker
+kills its adapters' process groups on its way out.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import contextlib
+import itertools
+import multiprocessing
+import os
+import signal
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from types import FrameType
+from typing import Any, Protocol
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.conform import STRAY_CHECKS, WINDOW, Report, Runner, VectorResult
-from agentfsm.verify.conformance.harness import AdapterFailure, Transport, kill_all
+from agentfsm.verify.conformance.harness import AdapterDidNotStart, AdapterFailure, Transport, kill_all
 
-JOIN_GRACE = 5.0   # seconds to wait for a worker after the run was cancelled (its adapters are killed first)
+JOIN_GRACE = 5.0   # seconds a worker gets to end its adapters once told to stop, before it is killed
+CHUNKS_PER_JOB = 16   # a sized source is cut into about this many chunks per worker (so that all end together)
+MIN_CHUNK, MAX_CHUNK = 8, 2048   # vectors per chunk
+LOOKAHEAD = 64   # vectors made at once here when an early stop's window needs lengths no worker sent yet
 
 
-class _Cancelled(Exception):
-    """Raised inside a worker's run once the results it would read are no longer wanted."""
+class Spanned(Protocol):
+    """A source a worker can take any run of consecutive vectors from (``Vectors``)."""
 
+    def __len__(self) -> int: ...
 
-class _Source:
-    """The vectors, fetched once from the caller's iterable and handed out in order under a lock.
-
-    A vector is kept only until it has been both handed to a worker and merged back (its
-    result then holds it), or, past an early stop, until the report lists it as not run.
-    """
-
-    def __init__(self, vectors: Iterable[Vector]) -> None:
-        self.pending = iter(vectors)
-        self.lock = threading.Lock()
-        self.kept: dict[int, Vector] = {}
-        self.fetched = 0
-        self.handed = 0
-        self.stopped = False
-
-    def _fetch(self, index: int) -> Vector | None:
-        while self.fetched <= index:
-            vector = next(self.pending, None)
-            if vector is None:
-                return None
-            self.kept[self.fetched] = vector
-            self.fetched += 1
-        return self.kept[index]
-
-    def take(self) -> tuple[int, Vector] | None:
-        with self.lock:
-            if self.stopped or (vector := self._fetch(self.handed)) is None:
-                return None
-            index = self.handed
-            self.handed += 1
-            return index, vector
-
-    def vector(self, index: int) -> Vector | None:
-        with self.lock:
-            return self._fetch(index)
-
-    def merged(self, index: int) -> None:
-        """The result of vector ``index`` (handed, since it has one) holds it now."""
-        with self.lock:
-            del self.kept[index]
-
-    def stop(self) -> None:
-        with self.lock:
-            self.stopped = True
-
-    def rest(self) -> int:
-        """The vectors not fetched yet, counted (after the run, for an early stop)."""
-        with self.lock:
-            return sum(1 for _ in self.pending)
+    def span(self, start: int, stop: int) -> Iterator[Vector]: ...
 
 
 class SerialWindow:
-    """Which vectors one adapter would have had in flight: ``Runner.run``'s sending, replayed.
+    """Which vectors one adapter would have had in flight: ``Runner.results``'s sending, replayed.
 
     ``read`` takes the results in vector order; ``sent`` is then how many vectors a run
     on one adapter would have sent by the time it read that result. ``length(i)`` is the
@@ -117,51 +90,17 @@ class SerialWindow:
             self.held = False
 
 
-class _Worker(Runner):
-    """A ``Runner`` on vectors taken from the shared source, passing each result on as it is read."""
-
-    def __init__(self, table: Table, connect: Callable[[], Transport], must_start: bool, source: _Source,
-                 results: queue.Queue[tuple[int, VectorResult] | _Done], cancelled: threading.Event,
-                 keep_passing: bool) -> None:
-        super().__init__(table, connect, must_start)
-        self.keep_passing = keep_passing
-        self.source = source
-        self.results = results
-        self.cancelled = cancelled
-        self.indices: deque[int] = deque()
-
-    def feed(self) -> Iterator[Vector]:
-        while not self.cancelled.is_set() and (item := self.source.take()) is not None:
-            self.indices.append(item[0])
-            yield item[1]
-
-    def _read(self, vector: Vector, failure: AdapterFailure | None) -> VectorResult:
-        if self.cancelled.is_set():
-            raise _Cancelled
-        result = super()._read(vector, failure)
-        self.results.put((self.indices.popleft(), result))
-        return result
-
-    def work(self) -> None:
-        error: BaseException | None = None
-        try:
-            self.run(self.feed(), keep_passing=self.keep_passing)
-        except _Cancelled:
-            pass
-        except BaseException as exc:   # handed to the main thread, which raises it
-            error = exc
-        self.results.put(_Done(error))
-
-
-@dataclass(frozen=True)
-class _Done:
-    error: BaseException | None
+# A chunk as sent to a worker: its first index and either its end (the worker makes the
+# vectors) or the vectors themselves; None: there are no more.
+Chunk = tuple[int, int, list[Vector] | None] | None
+# A result as sent back: a passing one without its vector as (id, seconds, agreed, requests).
+Sent = tuple[str, float, int, int] | tuple[VectorResult, int]
 
 
 def run(table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int = 1,
         stop_at_first_failure: bool = False, progress: Callable[[int], None] | None = None,
         max_failures: int | None = None, must_start: bool = False, keep_passing: bool = True) -> Report:
-    """``Runner.run`` on ``jobs`` adapters at once; the same report as on one."""
+    """``Runner.run`` on ``jobs`` adapters at once, each driven by a process of its own; the same report as on one."""
     if isinstance(vectors, Sized):
         jobs = min(jobs, len(vectors))
     if jobs <= 1:
@@ -171,92 +110,302 @@ def run(table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector
         1 if stop_at_first_failure else max_failures, progress)
 
 
+def _spanned(vectors: Iterable[Vector]) -> Spanned | list[Vector] | None:
+    if isinstance(vectors, list) or (isinstance(vectors, Sized) and callable(getattr(vectors, "span", None))):
+        return vectors   # type: ignore[return-value]
+    return None
+
+
+def _span(source: Spanned | list[Vector], start: int, stop: int) -> Iterator[Vector]:
+    return iter(source[start:stop]) if isinstance(source, list) else source.span(start, stop)
+
+
+class _Worker:
+    """One harness process: chunks asked for one ahead, run through a ``Runner``, results sent per chunk."""
+
+    def __init__(self, conn: Connection, table: Table, connect: Callable[[], Transport], must_start: bool,
+                 source: Spanned | list[Vector] | None, keep_passing: bool, announce: bool) -> None:
+        self.conn = conn
+        self.runner = Runner(table, connect, must_start)
+        self.source = source
+        self.keep_passing = keep_passing
+        self.announce = announce
+        self.chunks: deque[tuple[int, int]] = deque()   # (first index, size) of the chunks being run
+        self.batch: list[Sent] = []
+        self.ended = False
+
+    def ask(self) -> Iterator[Vector] | None:
+        """The next chunk's vectors (the chunk recorded), or None when there are no more."""
+        self.conn.send(("more",))
+        chunk: Chunk = self.conn.recv()
+        if chunk is None:
+            self.ended = True
+            return None
+        first, stop, given = chunk
+        self.chunks.append((first, stop - first))
+        if given is not None:
+            return iter(given)
+        assert self.source is not None
+        return _span(self.source, first, stop)
+
+    def feed(self) -> Iterator[Vector]:
+        ahead = self.ask()
+        while ahead is not None:
+            current, ahead = ahead, self.ask()
+            yield from current
+
+    def work(self) -> None:
+        inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
+        last: VectorResult | None = None
+        try:
+            for result in self.runner.results(self.feed(), inflight):
+                if last is not None:
+                    self.emit(last)
+                last = result
+                if self.announce:
+                    self.announce = False
+                    self.conn.send(("started",))
+            if last is not None:
+                self.runner.check_quiet(last)   # as one adapter's run ends: anything unasked for is a failure
+                self.emit(last)
+        finally:
+            self.runner.close()
+
+    def emit(self, result: VectorResult) -> None:
+        requests = len(result.vector.steps) + 1
+        if result.status == "pass" and not self.keep_passing:
+            self.batch.append((result.vector.id, result.seconds, result.agreed, requests))
+        else:
+            self.batch.append((result, requests))
+        first, size = self.chunks[0]
+        if len(self.batch) == size:
+            self.chunks.popleft()
+            self.conn.send(("results", first, self.batch))
+            self.batch = []
+
+
+def _worker_main(conn: Connection, *args: Any) -> None:
+    """A worker process's body: whatever ends it (a stop, an error) ends its adapters first."""
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the run's own process decides on Ctrl-C
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        _Worker(conn, *args).work()
+        conn.send(("done",))
+    except SystemExit:
+        pass
+    except AdapterDidNotStart as exc:
+        failure = exc.failure
+        conn.send(("did-not-start", failure.kind, failure.message, failure.stderr))
+    except BaseException as exc:   # handed to the run's process, which raises it
+        conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    finally:
+        kill_all()
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed (an error in the harness, not in the adapter), or died."""
+
+
+@dataclass
+class _Process:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    done: bool = False
+
+
 class _Parallel:
     def __init__(self, table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int,
                  must_start: bool, keep_passing: bool) -> None:
         self.table = table
+        self.connect = connect
         self.vectors = vectors
-        self.source = _Source(vectors)
-        self.results: queue.Queue[tuple[int, VectorResult] | _Done] = queue.Queue()
-        self.cancelled = threading.Event()
-        self.workers = [_Worker(table, connect, must_start and n == 0, self.source, self.results, self.cancelled,
-                                keep_passing) for n in range(jobs)]
-        self.threads = [threading.Thread(target=w.work, name=f"conform-{n}", daemon=True)
-                        for n, w in enumerate(self.workers)]
+        self.jobs = jobs
+        self.must_start = must_start
+        self.keep_passing = keep_passing
+        self.spanned = _spanned(vectors)
+        self.pending = iter(vectors) if self.spanned is None else None
+        self.total = len(vectors) if isinstance(vectors, Sized) else None
+        self.chunk = MIN_CHUNK if self.total is None else max(MIN_CHUNK, min(
+            MAX_CHUNK, self.total // (jobs * CHUNKS_PER_JOB)))
+        self.handed = 0   # vectors handed out in chunks so far
+        self.read = 0   # vectors read here from an iterator so far
+        self.kept: dict[int, Vector] = {}   # those, until merged (the last merged one kept)
+        self.waiting: dict[int, list[Sent]] = {}   # results back from a worker, by their chunk's first index
+        self.ahead: dict[int, int] = {}   # requests of vectors made here for an early stop's window
+        self.exhausted = False
+        self.stopped = False
+        self.context = multiprocessing.get_context("fork")
+        self.workers: list[_Process] = []
 
     def run(self, max_failures: int | None, progress: Callable[[int], None] | None) -> Report:
         start = time.monotonic()
         try:
             results, stopped, unlisted = self._merge(max_failures, progress)
-        except BaseException:
-            self._cancel()
-            kill_all()
-            self._join(JOIN_GRACE)
-            raise
+        finally:
+            self._end()
         return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
 
-    def _join(self, timeout: float) -> None:
-        for thread in self.threads:
-            if thread.ident is not None:
-                thread.join(timeout)
+    def _start(self, n: int) -> None:
+        ours, theirs = self.context.Pipe()
+        process = self.context.Process(
+            target=_worker_main, name=f"conform-{n}", daemon=True,
+            args=(theirs, self.table, self.connect, self.must_start and n == 0, self.spanned, self.keep_passing,
+                  n == 0))
+        process.start()
+        theirs.close()
+        self.workers.append(_Process(process, ours))
+
+    def _end(self) -> None:
+        """Tell every worker to stop (each ends its adapters), then make sure each is gone."""
+        for worker in self.workers:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError):
+                    os.kill(worker.process.pid or 0, signal.SIGTERM)
+        deadline = time.monotonic() + JOIN_GRACE
+        for worker in self.workers:
+            worker.process.join(max(deadline - time.monotonic(), 0.0))
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        kill_all()
+
+    def _next_chunk(self) -> Chunk:
+        if self.stopped or self.exhausted:
+            return None
+        first = self.handed
+        if self.spanned is not None:
+            stop = min(first + self.chunk, len(self.spanned))
+            if stop <= first:
+                self.exhausted = True
+                return None
+            self.handed = stop
+            return first, stop, None
+        given = [self.kept[i] for i in range(first, min(self.read, first + self.chunk))]
+        assert self.pending is not None
+        more = list(itertools.islice(self.pending, self.chunk - len(given)))
+        self.kept.update(enumerate(more, self.read))
+        self.read += len(more)
+        given += more
+        if not given:
+            self.exhausted = True
+            return None
+        self.handed += len(given)
+        return first, self.handed, given
 
     def _merge(self, max_failures: int | None,
                progress: Callable[[int], None] | None) -> tuple[list[VectorResult], str, int]:
         # The others start once the first adapter has answered: a broken command is started once.
-        self.threads[0].start()
-        running, waiting_first = 1, True
-        window = SerialWindow(self._length)
+        self._start(0)
+        window = SerialWindow(self._length) if max_failures is not None else None
         merged: list[VectorResult] = []
-        waiting: dict[int, VectorResult] = {}
-        failures, error = 0, None
-        while running:
-            item = self.results.get()
-            if isinstance(item, _Done):
-                running -= 1
-                if item.error is not None and error is None:
-                    error = item.error
-                    self._cancel()
-                continue
-            if waiting_first:
-                waiting_first = False
-                for thread in self.threads[1:]:
-                    thread.start()
-                running += len(self.threads) - 1
-            waiting[item[0]] = item[1]
-            while not self.cancelled.is_set() and (result := waiting.pop(len(merged), None)) is not None:
-                window.read(result)
-                self.source.merged(len(merged))
-                merged.append(result)
-                failures += result.status != "pass"
-                if progress is not None:
-                    progress(len(merged))
-                if max_failures is not None and failures >= max_failures:
-                    self._cancel()
-        if error is not None:
-            raise error
-        if max_failures is None or failures < max_failures:
+        waiting = self.waiting
+        failures = 0
+        while not self.stopped and not all(w.done for w in self.workers):
+            for worker in self._ready():
+                message = self._receive(worker)
+                kind = message[0]
+                if kind == "more":
+                    worker.conn.send(self._next_chunk())
+                elif kind == "started":
+                    for n in range(1, self.jobs):
+                        self._start(n)
+                elif kind == "results":
+                    waiting[message[1]] = message[2]
+                elif kind == "done":
+                    worker.done = True
+                elif kind == "did-not-start":
+                    raise AdapterDidNotStart(AdapterFailure(message[1], message[2], message[3]))
+                else:
+                    raise WorkerError(f"a conform worker failed: {message[1]}\n{message[2]}")
+            while not self.stopped and (batch := waiting.pop(len(merged), None)) is not None:
+                for sent in batch:
+                    result = self._result(sent)
+                    if window is not None:
+                        window.read(result)
+                    self.kept.pop(len(merged) - 1, None)
+                    merged.append(result)
+                    failures += result.status != "pass"
+                    if progress is not None:
+                        progress(len(merged))
+                    if max_failures is not None and failures >= max_failures:
+                        self.stopped = True
+                        break
+        if not self.stopped:
+            self._restore_last(merged)
             return merged, "", 0
+        assert window is not None and max_failures is not None
         stopped = ("stopped at the first failure" if max_failures == 1
                    else f"stopped after {failures} vectors did not pass")
         return merged + self._not_run(len(merged), window.sent), stopped, self._unlisted(window.sent)
 
-    def _cancel(self) -> None:
-        self.cancelled.set()
-        self.source.stop()
+    def _ready(self) -> list[_Process]:
+        by_conn = {w.conn: w for w in self.workers if not w.done}
+        return [by_conn[c] for c in wait(list(by_conn)) if isinstance(c, Connection)]
+
+    @staticmethod
+    def _receive(worker: _Process) -> tuple[Any, ...]:
+        try:
+            message: tuple[Any, ...] = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.process.join(1.0)
+            raise WorkerError(f"a conform worker process ({worker.process.name}) ended without its results "
+                              f"(exit code {worker.process.exitcode})") from None
+        return message
+
+    def _result(self, sent: Sent) -> VectorResult:
+        if len(sent) == 2:
+            return sent[0]
+        vid, seconds, agreed, _ = sent
+        return VectorResult(Vector(vid, self.table.machine, (), ()), "pass", seconds=seconds, agreed=agreed)
+
+    def _restore_last(self, merged: list[VectorResult]) -> None:
+        """One adapter's run keeps the last result's vector whole (only earlier passing ones forget theirs)."""
+        if merged and merged[-1].status == "pass" and not self.keep_passing:
+            merged[-1].vector = self._vector(len(merged) - 1)
+
+    def _vector(self, index: int) -> Vector:
+        if index in self.kept:
+            return self.kept[index]
+        assert self.spanned is not None
+        return next(_span(self.spanned, index, index + 1))
 
     def _length(self, index: int) -> int | None:
-        vector = self.source.vector(index)
-        return None if vector is None else len(vector.steps) + 1
+        """The requests of vector ``index``: from its result if back, else from the vector (made or read here)."""
+        if isinstance(self.vectors, list):
+            return len(self.vectors[index].steps) + 1 if index < len(self.vectors) else None
+        if self.spanned is not None:
+            chunk = self.waiting.get(index - index % self.chunk)
+            if chunk is not None:
+                return chunk[index % self.chunk][-1]
+            if index not in self.ahead:
+                self.ahead = {i: len(v.steps) + 1
+                              for i, v in enumerate(_span(self.spanned, index, index + LOOKAHEAD), index)}
+            return self.ahead.get(index)
+        if index >= self.read:   # past what was read: read on, keeping it for a chunk or the not-run list
+            assert self.pending is not None
+            vector = next(self.pending, None)
+            if vector is None:
+                return None
+            self.kept[self.read] = vector
+            self.read += 1
+        return len(self.kept[index].steps) + 1
 
     def _not_run(self, first: int, sent: int) -> list[VectorResult]:
         """What one adapter would list as not run: the vectors it had sent, and the rest of a list."""
         if isinstance(self.vectors, list):
             return [VectorResult(v, "not-run") for v in self.vectors[first:]]
-        return [VectorResult(v, "not-run") for v in map(self.source.vector, range(first, sent)) if v is not None]
+        if self.spanned is not None:
+            return [VectorResult(v, "not-run") for v in _span(self.spanned, first, sent)]
+        return [VectorResult(self.kept[i], "not-run") for i in range(first, sent)]
 
     def _unlisted(self, sent: int) -> int:
         if isinstance(self.vectors, list):
             return 0
-        if isinstance(self.vectors, Sized):
-            return len(self.vectors) - sent
-        return self.source.fetched - sent + self.source.rest()
+        if self.total is not None:
+            return self.total - sent
+        assert self.pending is not None
+        return self.read - sent + sum(1 for _ in self.pending)

@@ -20,6 +20,7 @@ Expectations come from the reference semantics only (``vectorfile.expected_run``
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections import deque
@@ -84,11 +85,16 @@ class Vectors(Sequence[Vector]):
         return len(self.made) + self.extra_count
 
     def __iter__(self) -> Iterator[Vector]:
-        yield from self.made
-        if self.extra is not None:
-            yield from self.extra.vectors(self.first_extra, len(str(len(self))))
+        return self.span(0, len(self))
 
-    @property
+    def span(self, start: int, stop: int) -> Iterator[Vector]:
+        """The vectors from ``start`` up to ``stop``, the extension ones before ``start`` skipped unmade."""
+        yield from itertools.islice(self.made, start, stop)
+        if self.extra is not None and stop > len(self.made):
+            yield from self.extra.vectors(self.first_extra, len(str(len(self))), max(start - len(self.made), 0),
+                                          stop - len(self.made))
+
+    @functools.cached_property
     def first_extra(self) -> int:
         """The number of the first extension vector, after the ``suffixes`` set's own."""
         numbers = [int(v.id.rsplit("-", 1)[1]) for v in self.made if v.id.split("/")[-1].startswith("suffix-")]
@@ -102,14 +108,15 @@ class Vectors(Sequence[Vector]):
 
     def __getitem__(self, index: int | slice) -> Vector | list[Vector]:
         if isinstance(index, slice):
-            return list(itertools.islice(self, *index.indices(len(self))))
+            start, stop, stride = index.indices(len(self))
+            if stride == 1:
+                return list(self.span(start, stop))
+            return list(itertools.islice(self, start, stop, stride))
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(index)
-        if index < len(self.made):
-            return self.made[index]
-        return next(itertools.islice(self, index, None))
+        return next(self.span(index, index + 1))
 
 
 def generate(table: Table, sets: Iterable[str] = DEFAULT_SETS, walks: int = DEFAULT_WALKS, seed: int = DEFAULT_SEED,
