@@ -17,7 +17,7 @@ import pytest
 from agentfsm.spec import Table
 from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance.conform import Runner
-from agentfsm.verify.conformance.harness import ProcessTransport
+from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport
 from agentfsm.verify.conformance.vectors import generate_extended
 from conformance_helpers import semantics_adapter
 from test_conformance_parallel import summary
@@ -107,3 +107,41 @@ def test_a_reply_missing_from_a_vector_passed_before_fails_at_its_step(loom: Tab
     assert report.results[1].message.startswith(f"step {len(vector.steps)} ")
     assert f": {kind}: " in report.results[1].message
     assert Watched.waits_after_timeout == 0
+
+
+@pytest.mark.parametrize(("then", "kind"), [("sys.exit(3)", "exited"), ("import time; time.sleep(60)", "timeout")])
+def test_take_if_leaves_the_lines_it_did_not_take_for_receive(then: str, kind: str) -> None:
+    """Two replies of three come: ``take_if`` says False (never raises) and takes nothing; the two
+    replies are then received, and the third fails the adapter as its absence does."""
+    script = "\n".join([
+        "import sys",
+        "for n, line in enumerate(sys.stdin):",
+        "    print('{\"ok\":true,\"n\":%d}' % n, flush=True)",
+        "    if n == 1:",
+        f"        {then}",
+    ])
+    transport = ProcessTransport([sys.executable, "-c", script], 1.0)
+    try:
+        transport.send([{"op": "a"}, {"op": "b"}, {"op": "c"}])
+        first, second = b'{"ok":true,"n":0}', b'{"ok":true,"n":1}'
+        assert transport.take_if([first, second, b'{"ok":true,"n":2}']) is False
+        assert transport.take_if([first, b"other"]) is False
+        assert [transport.receive()["n"], transport.receive()["n"]] == [0, 1]
+        with pytest.raises(AdapterFailure) as failure:
+            transport.receive()
+        assert failure.value.kind == kind
+    finally:
+        transport.kill()
+
+
+def test_take_if_takes_matching_lines_unparsed() -> None:
+    script = "import sys\nfor line in sys.stdin:\n    print('{\"ok\": true}', flush=True)\n"
+    transport = ProcessTransport([sys.executable, "-c", script], 5.0)
+    try:
+        transport.send([{"op": "a"}, {"op": "b"}, {"op": "c"}])
+        assert transport.take_if([None, b'{"ok": true}']) is False
+        assert transport.take_if([b'{"ok": true}', b'{"ok": true}']) is True
+        assert transport.last_line == b'{"ok": true}' and transport.known == {}
+        assert transport.receive() == {"ok": True}
+    finally:
+        transport.kill()
