@@ -22,7 +22,15 @@ HOST = socket.gethostname()
 
 
 def child() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    """A sleeping process that any signal but 0 would end (none ignored, even under nohup)."""
+    script = ("import signal, sys, time\n"
+              "for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1):\n"
+              "    signal.signal(s, signal.SIG_DFL)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+    return process
 
 
 def test_a_live_process_of_this_host_is_not_gone_and_is_left_running() -> None:
@@ -30,7 +38,8 @@ def test_a_live_process_of_this_host_is_not_gone_and_is_left_running() -> None:
     try:
         assert owner_gone(f"{HOST}:{alive.pid}") is False
         assert owner_gone(owner_name()) is False
-        assert alive.poll() is None, "asking whether it is gone sends it no signal"
+        with pytest.raises(subprocess.TimeoutExpired):
+            alive.wait(timeout=2)   # asking whether it is gone sent it no signal
     finally:
         alive.kill()
         alive.wait()
@@ -127,10 +136,12 @@ def test_a_heartbeat_rides_out_an_unreachable_store_and_stops_once_the_lease_is_
         answer = answers.pop(0)
         if answer is not None:
             raise answer
-    beat = Heartbeat(lease(), renew)
+    noted: list[bool] = []
+    beat = Heartbeat(lease(), renew, lambda _lease, _before, renewed: noted.append(renewed))
     beat._stop = Clock(waits=10)   # type: ignore[assignment]
     beat._beat()
     assert answers == [None], "it stopped at the lost lease, not before and not after"
+    assert noted == [True, False, False], "the protocol log hears a renewal only when the store took it"
     assert isinstance(beat.lost, LeaseLost)
     assert Heartbeat(lease(), lambda _: None).beat() is True
     down = Heartbeat(lease(), renew)

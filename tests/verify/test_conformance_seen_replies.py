@@ -135,13 +135,15 @@ def test_take_if_leaves_the_lines_it_did_not_take_for_receive(then: str, kind: s
 
 
 def test_take_if_takes_matching_lines_unparsed() -> None:
-    script = "import sys\nfor line in sys.stdin:\n    print('{\"ok\": true}', flush=True)\n"
+    script = ("import sys\nfor n, line in enumerate(sys.stdin):\n"
+              "    print('{\"ok\": true, \"n\": %d}' % n, flush=True)\n")
     transport = ProcessTransport([sys.executable, "-c", script], 5.0)
+    first, second = b'{"ok": true, "n": 0}', b'{"ok": true, "n": 1}'
     try:
         transport.send([{"op": "a"}, {"op": "b"}, {"op": "c"}])
-        assert transport.take_if([None, b'{"ok": true}']) is False
-        assert transport.take_if([b'{"ok": true}', b'{"ok": true}']) is True
-        assert transport.last_line == b'{"ok": true}' and transport.known == {}
-        assert transport.receive() == {"ok": True}
+        assert transport.take_if([None, second]) is False
+        assert transport.take_if([first, second]) is True
+        assert transport.last_line == second and transport.known == {}
+        assert transport.receive() == {"ok": True, "n": 2}
     finally:
         transport.kill()
