@@ -336,10 +336,19 @@ QUERY_TIMEOUT = "no worker answered"
 
 
 async def _look(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's configuration, its open decisions and its journal; an agent run that plays each call or
+    task as a unit of its own lists the open decisions of the unit under way too (each names its run)."""
+    client = await _client(args)
+    config, decisions, records = await _open(client, args.run_id)
+    if config.get("unit"):
+        decisions = decisions + (await _open(client, str(config["unit"])))[1]
+    return config, decisions, records
+
+
+async def _open(client: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     from agentfsm.impl.temporal.client import closed_result, pending
     from agentfsm.impl.temporal.messages import QUERY_CONFIG, QUERY_TRACE
-    client = await _client(args)
-    handle = client.get_workflow_handle(args.run_id)
+    handle = client.get_workflow_handle(run_id)
     done = await closed_result(handle)
     if done is not None:
         return done, [], list(done["records"])
@@ -347,9 +356,9 @@ async def _look(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str
         config, decisions, records = await asyncio.wait_for(asyncio.gather(
             handle.query(QUERY_CONFIG), pending(handle), handle.query(QUERY_TRACE)), 20)
     except TimeoutError:
-        raise BadInput(f"run {args.run_id}: {QUERY_TIMEOUT} (is `agentfsm temporal worker` running on its task "
+        raise BadInput(f"run {run_id}: {QUERY_TIMEOUT} (is `agentfsm temporal worker` running on its task "
                        "queue?)") from None
-    return config, decisions, records
+    return config, [{**d, "run": run_id} for d in decisions], records
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -365,7 +374,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     print(f"state {config.get('state')} {json.dumps(config.get('vars'), sort_keys=True)}  "
           f"table {str(config.get('table_hash', ''))[:12]}")
     for d in decisions:
-        print(f"decide {d['id']}: {d['message']}")
+        print(f"decide {d['id']}: {d['message']}" + ("" if d["run"] == args.run_id else f" (run {d['run']})"))
     return EXIT_OK
 
 
@@ -374,17 +383,18 @@ def cmd_decide(args: argparse.Namespace) -> int:
     decisions = durable_commands.parse_decisions(args.decisions)
 
     async def main() -> None:
-        config, open_ones, _ = await _look(args)
-        ids = {d["id"] for d in open_ones}
+        _, open_ones, _ = await _look(args)
+        runs = {d["id"]: d["run"] for d in open_ones}
+        effects = {d["id"] for d in open_ones if d["kind"] == "unknown-effect"}
         for id, decision in decisions.items():
-            if id not in ids:
+            if id not in runs:
                 raise BadInput(f"run {args.run_id}: no open decision {id!r}"
-                               + (f" (open: {', '.join(sorted(ids))})" if ids else " (none is open)"))
-            if decision == "continue" and not config.get("halted"):
+                               + (f" (open: {', '.join(sorted(runs))})" if runs else " (none is open)"))
+            if decision == "continue" and id in effects:
                 raise BadInput(f"run {args.run_id}: {id!r} is an effect: decide completed, failed or rerun")
-        handle = (await _client(args)).get_workflow_handle(args.run_id)
-        for id, decision in decisions.items():
-            await decide(handle, id, decision)
+        client = await _client(args)
+        for id, decision in decisions.items():   # each to the run that waits for it (a unit's, for an agent's call)
+            await decide(client.get_workflow_handle(runs[id]), id, decision)
     _run(main(), args)
     print(f"run {args.run_id}: {len(decisions)} decision(s) sent")
     return EXIT_OK

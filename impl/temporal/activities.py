@@ -10,8 +10,8 @@ is a known outcome (failed), never retried by Temporal.
 
 ``AGENTFSM_TEMPORAL_KILL`` (``before-tool`` or ``after-tool``) makes the worker SIGKILL itself
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
-real worker processes exactly there (an agent run's worker, with ``before-tool``, right before
-its agent performs a non-idempotent effect).
+real worker processes exactly there (an agent run's worker right before its agent performs a
+non-idempotent effect, or once it has performed it, before the task's reply leaves).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class EffectActivities:
         table = pinned_table(start.table_text, start.table_hash, start.file, start.overrides)
         try:
             reply: AgentReply = await act(start, table, task, activity.heartbeat, self.heartbeat_every,
-                                          lambda idempotent: None if idempotent else _kill_here("before-tool"))
+                                          lambda point, idempotent: None if idempotent else _kill_here(point))
             return reply
         except AgentRunError as exc:
             raise ApplicationError(str(exc), type=TOOL_FAILED, non_retryable=True) from None

@@ -243,9 +243,10 @@ def replica_store(run_id: str, machine: str, records: list[dict[str, Any]]) -> M
 
 
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
-              every: float = 0.5, acting: Callable[[bool], None] = lambda idempotent: None) -> AgentReply:
+              every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None) -> AgentReply:
     """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
-    is told, right before an effect is performed, whether it is idempotent (the kill scenarios)."""
+    is told, right before an effect is performed (``before-tool``) and once its driver is quiet after
+    it (``after-tool``), whether it is idempotent (the kill scenarios)."""
     if start.agent is None:
         raise AgentRunError(f"run {task.run_id} is not an agent run")
     build = AGENTS.get(table.machine)
@@ -280,7 +281,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         if task.op == "input":
             hosted.send(task.text, task.event_id)
         elif task.op == "perform":
-            acting(run.st.effects[task.key].idempotent)
+            acting("before-tool", run.st.effects[task.key].idempotent)
             agent.perform(run.st.effects[task.key], task.retry)
         elif task.op == "report":
             agent.report_back(run.st.effects[task.key])
@@ -291,6 +292,8 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         else:
             raise AgentRunError(f"no agent task {task.op!r}")
         await quiet(driver, link, heartbeat, every)
+        if task.op == "perform":
+            acting("after-tool", run.st.effects[task.key].idempotent)
         run.capturing = False
         spawning = driver.spawning if isinstance(driver, ChildWorkflows) else None
         return AgentReply(fed=run.fed, child=spawning, used=hosted.used(run) if spawning else {})

@@ -82,6 +82,8 @@ class TableWorkflow:
         self.interrupts: list[str] = []
         self.notes: list[str] = []
         self.jr: JournalRun | None = None
+        self.unit: str | None = None
+        """The unit's run under way (an agent that plays each input or call as a child workflow)."""
 
     @workflow.run
     async def run(self, start: StartRun) -> dict[str, Any]:
@@ -332,12 +334,14 @@ class TableWorkflow:
         for n in range(1, agent.units + 1):
             inputs = agent.inputs[n - 1:n] or [AgentInput("")]
             unit = replace(agent, inputs=inputs, units=0, unit=n, skip=dict(used))
-            result = await self._child(jr, f"{jr.run.run_id}/{agent.unit_name}-{n}", unit)
+            self.unit = f"{jr.run.run_id}/{agent.unit_name}-{n}"
+            result = await self._child(jr, self.unit, unit)
             outcome = dict(result["outcome"])
             for kind, count in dict(outcome.get("used", {})).items():
                 used[kind] = used.get(kind, 0) + int(count)
             done.append({"run_id": result["run_id"], "state": result["state"], "outcome": outcome,
                          "effects": result["effects"], "decisions": result.get("pending", [])})
+        self.unit = None
         return done
 
     async def _child(self, jr: JournalRun, run_id: str, agent: AgentStart, journaled: bool = False) -> dict[str, Any]:
@@ -396,7 +400,8 @@ class TableWorkflow:
     def config(self) -> dict[str, Any]:
         if self.jr is None:
             return {}
-        return {**self.jr.config(), "queued_events": len(self.inbox), "notes": self.notes}
+        unit = {} if self.unit is None else {"unit": self.unit}
+        return {**self.jr.config(), "queued_events": len(self.inbox), "notes": self.notes, **unit}
 
     @workflow.query(name=QUERY_PENDING)
     def pending(self) -> list[dict[str, Any]]:
