@@ -151,8 +151,9 @@ class JournalRun:
         times = [a.expires_at for a in self.run.pending_approvals if not a.expired and a.expires_at is not None]
         return min(times, default=None)
 
-    def records(self) -> list[dict[str, Any]]:
-        return [record_json(r) for r in self.run.store.records(self.run.run_id)]
+    def records(self, after: int = 0) -> list[dict[str, Any]]:
+        """The journal's records from the ``after``-th on (all by default)."""
+        return [record_json(r) for r in self.run.store.records(self.run.run_id, after)]
 
     def config(self) -> dict[str, Any]:
         run = self.run

@@ -148,10 +148,15 @@ class StatusAnswer:
 
 @dataclass
 class AgentTask:
-    """One thing an agent run's activity does with the agent rebuilt from ``records`` (the journal
-    so far): ``input`` (the user's ``text``), ``perform`` (the effect ``key``, already started),
-    ``report`` (feed back the settled effect ``key``), ``status`` (ask the tool about ``key``),
-    ``interrupt``, ``shutdown``, ``outcome`` (how the agent settled)."""
+    """One thing an agent run's activity does with the agent rebuilt from the journal so far:
+    ``input`` (the user's ``text``), ``perform`` (the effect ``key``, already started), ``report``
+    (feed back the settled effect ``key``), ``status`` (ask the tool about ``key``), ``interrupt``,
+    ``shutdown``, ``outcome`` (how the agent settled).
+
+    ``records`` are the journal's records from the ``base``-th on: those appended since the run's
+    previous agent task (the journal only grows), so a run's history grows linearly in its steps;
+    the journal is the previous tasks' records put together (a worker keeps it, or reads the tasks
+    from the run's history). Histories recorded before carry the whole journal (``base`` 0)."""
 
     run_id: str
     op: str
@@ -162,6 +167,15 @@ class AgentTask:
     event_id: str | None = None
     ended: dict[str, Any] | None = None
     """``perform`` of a spawn whose child run ended: how it ended (``outcome`` of the child)."""
+    base: int = 0
+
+
+def journal_after(journal: list[dict[str, Any]], task: AgentTask) -> list[dict[str, Any]]:
+    """The journal as ``task`` carries it on from ``journal`` (the one its run's earlier tasks carried)."""
+    if len(journal) < task.base:
+        raise ValueError(f"run {task.run_id}: an agent task goes on from record {task.base + 1}, but the "
+                         f"journal known has {len(journal)} records")
+    return journal[:task.base] + task.records
 
 
 @dataclass

@@ -83,6 +83,8 @@ class TableWorkflow:
         self.notes: list[str] = []
         self.jr: JournalRun | None = None
         self.unit: str | None = None
+        self.shipped = 0
+        """The journal's records the run's agent tasks carried so far (each carries those after)."""
         """The unit's run under way (an agent that plays each input or call as a child workflow)."""
 
     @workflow.run
@@ -250,7 +252,11 @@ class TableWorkflow:
         asyncio.get_running_loop().create_task(later())
 
     def _agent_task(self, jr: JournalRun, op: str, **fields: Any) -> AgentTask:
-        return AgentTask(jr.run.run_id, op, jr.records(), **fields)
+        """The task carries only the records the run's earlier tasks did not (the history stays linear)."""
+        records = jr.records(self.shipped)
+        task = AgentTask(jr.run.run_id, op, records, base=self.shipped, **fields)
+        self.shipped += len(records)
+        return task
 
     async def _act(self, jr: JournalRun, op: str, **fields: Any) -> AgentReply:
         """One agent task that performs no effect (so Temporal may retry it: the replica is thrown
