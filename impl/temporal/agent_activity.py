@@ -38,6 +38,7 @@ from agentfsm.impl.agents.vibework import SubAgentEnd, VibeworkAgent, vibework_c
 from agentfsm.impl.driver import Activity, Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.run import Calls, Delivery, DurableRun, EffectCall, EngineStepper, Options, Report
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm, close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import _models_answered
@@ -93,6 +94,8 @@ class Hosted:
     send: Callable[[str, str | None], None]
     outcome: Callable[[DurableRun], dict[str, Any]]
     attach: Callable[[DurableLink], None] = lambda link: None
+    report: Callable[[Effect], None] | None = None
+    """How the agent takes an effect settled without its event (default: its ``report_back``)."""
 
 
 def _loom(table: Table, start: AgentStart, script: AgentScript, model: LlmClient, llm: ScriptedLlm,
@@ -178,7 +181,15 @@ def _tool_call(table: Table, start: AgentStart, script: AgentScript, model: LlmC
 
     def attach(link: DurableLink) -> None:
         runner.link = link
-    return Hosted(runner, runner, used, skip, lambda text, event_id: runner.request(call), outcome, attach)
+
+    def report(effect: Effect) -> None:
+        """As a resume of the call does (``DurableLink.resume``): an operator's verdict reaches a call
+        still ``Running`` as ``Interrupted`` (its status query then reads the verdict), a halted one as
+        ``OperatorResolved``."""
+        runner.report_back(effect)
+        if effect.via == "user":
+            runner.resumed()
+    return Hosted(runner, runner, used, skip, lambda text, event_id: runner.request(call), outcome, attach, report)
 
 
 AGENTS: dict[str, Build] = {"loom-agent": _loom, "vibework-agent": _vibework, "explorer-evaluator": _explorer,
@@ -284,7 +295,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
             acting("before-tool", run.st.effects[task.key].idempotent)
             agent.perform(run.st.effects[task.key], task.retry)
         elif task.op == "report":
-            agent.report_back(run.st.effects[task.key])
+            (hosted.report or agent.report_back)(run.st.effects[task.key])
         elif task.op == "interrupt":
             await driver.interrupt()
         elif task.op == "shutdown":

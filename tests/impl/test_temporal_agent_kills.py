@@ -72,8 +72,8 @@ class AgentScenario:
         found: list[dict[str, Any]] = json.loads(done.stdout)["pending"] if done.returncode == 0 else []
         return found
 
-    def rerun(self, key: str) -> None:
-        done = self.cli("decide", self.run_id, f"{key}=rerun")
+    def decide(self, key: str, decision: str) -> None:
+        done = self.cli("decide", self.run_id, f"{key}={decision}")
         assert done.returncode == 0, done.stderr
 
     def ask(self, run_id: str, what: str) -> Any:
@@ -124,18 +124,20 @@ def ended(s: AgentScenario) -> tuple[dict[str, Any], list[str]]:
     return invocation(unit), kinds
 
 
-def unknown_then_rerun(s: AgentScenario, ran: int, env: dict[str, str] | None = None) -> None:
+def unknown_then(s: AgentScenario, ran: int, decision: str = "rerun") -> None:
     """After the kill: a fresh worker carries the call to the unknown effect's decision; the tool ran
-    ``ran`` times and nothing runs it again by itself; on ``rerun`` it runs exactly once more."""
-    s.worker(env=env)
-    [decision] = until(s.pending, 120, "the unknown effect's decision")
-    assert decision["kind"] == "unknown-effect" and decision["run"] == s.unit
+    ``ran`` times and nothing runs it again by itself; on ``rerun`` it runs exactly once more, on
+    ``completed`` or ``failed`` never again; either way the call returns its answer."""
+    s.worker()
+    [pending] = until(s.pending, 120, "the unknown effect's decision")
+    assert pending["kind"] == "unknown-effect" and pending["run"] == s.unit
     assert s.runs() == ran, "the tool ran at most once without a decision"
-    s.rerun(decision["id"])
+    s.decide(pending["id"], decision)
     tool, kinds = ended(s)
-    assert s.runs() == ran + 1, "exactly once more after rerun"
-    assert tool["status"] == "completed" and tool["attempts"] == 2 and tool["key"] == decision["id"]
-    assert kinds.count("unknown") == 1 and kinds.count("decided") == 1
+    again = decision == "rerun"
+    assert s.runs() == ran + again, "exactly once more after rerun, never after another decision"
+    assert tool["status"] == ("completed" if again else decision) and tool["attempts"] == 1 + again
+    assert tool["key"] == pending["id"] and kinds.count("unknown") == 1 and kinds.count("decided") == 1
 
 
 @pytest.mark.slow
@@ -164,7 +166,7 @@ def test_killed_after_the_start_before_the_tool(scenario: AgentScenario) -> None
     first = s.worker(env={"AGENTFSM_TEMPORAL_KILL": "before-tool"})
     s.start()
     killed(first)
-    unknown_then_rerun(s, ran=0)
+    unknown_then(s, ran=0)
 
 
 @pytest.mark.slow
@@ -177,7 +179,7 @@ def test_killed_during_the_tool(scenario: AgentScenario) -> None:
     os.killpg(first.pid, signal.SIGKILL)
     killed(first)
     (s.workdir / "linger").unlink()
-    unknown_then_rerun(s, ran=1)
+    unknown_then(s, ran=1)
 
 
 @pytest.mark.slow
@@ -187,4 +189,16 @@ def test_killed_after_the_tool_before_its_completion_is_recorded(scenario: Agent
     s.start()
     killed(first)
     assert s.runs() == 1
-    unknown_then_rerun(s, ran=1)
+    unknown_then(s, ran=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("decision", ["completed", "failed"])
+def test_killed_after_the_tool_the_operator_settles_it(scenario: AgentScenario, decision: str) -> None:
+    """The operator says how the lost attempt ended: the call goes on from that outcome (its status
+    query reads the decision from the journal) to its answer, and the tool never runs again."""
+    s = scenario
+    first = s.worker(env={"AGENTFSM_TEMPORAL_KILL": "after-tool"})
+    s.start()
+    killed(first)
+    unknown_then(s, 1, decision)
