@@ -19,6 +19,7 @@ from agentfsm.cli.exits import EXIT_OK, BadInput
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables, parse_overrides
 from agentfsm.cli.workers import add_tool_options
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.impl.temporal.messages import HISTORY_BOUND
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec.model import Table
 
@@ -92,6 +93,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="a worker silent this long while its tool runs is taken for dead (default 10)")
     s.add_argument("--approval-lifetime", action="append", default=[], metavar="ACTION=SECONDS",
                    help="how long ACTION's approval lives (over the table's approval: lifetime)")
+    s.add_argument("--history-bound", type=int, default=HISTORY_BOUND, metavar="EVENTS",
+                   help="continue a run as new once its history holds this many events, at its next quiet "
+                        f"point (default {HISTORY_BOUND:,}, or earlier when the server suggests it)")
     add_set_option(s)
 
     e = own.add_parser("send", help="send a run an event (user input, an approval, any event of its table)")
@@ -259,6 +263,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     from agentfsm.impl.temporal.messages import Timeouts
     if args.count < 1 or args.timeout <= 0 or args.heartbeat <= 0:
         raise BadInput("--count must be 1 or more; --timeout and --heartbeat positive")
+    if args.history_bound < 1:
+        raise BadInput("--history-bound must be 1 or more")
     [table] = load_tables([args.table], args.overrides)
     lifetimes = _lifetimes(args.approval_lifetime)
     unknown = sorted(set(lifetimes) - set(table.action_index))
@@ -284,6 +290,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             start = start_message(run_id, Path(args.table), text, overrides, events, not args.open, timeouts,
                                   lifetimes)
             start.agent = agent
+            start.history_bound = args.history_bound
             handles.append(await start_run(client, args.task_queue, start, table.machine))
             print(run_id, flush=True)
         return [await h.result() for h in handles] if args.wait else []

@@ -43,9 +43,8 @@ from agentfsm.impl.llm.client import LlmClient, ScriptedLlm, close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import _models_answered
 from agentfsm.impl.script import AgentScript, parse_script
-from agentfsm.impl.stores.journal import JSON, Entry
-from agentfsm.impl.stores.memory import MemoryStore
-from agentfsm.impl.temporal.journal_run import calls_json
+from agentfsm.impl.stores.journal import JSON
+from agentfsm.impl.temporal.journal_run import calls_json, journal_store
 from agentfsm.impl.temporal.messages import AgentReply, AgentStart, AgentTask, StartRun, StatusAnswer
 from agentfsm.spec.model import Table
 from agentfsm.spec.yamlio import load_document
@@ -244,15 +243,6 @@ class ReplicaLink(DurableLink):
         self._due = []
 
 
-def replica_store(run_id: str, machine: str, records: list[dict[str, Any]]) -> MemoryStore:
-    store = MemoryStore()
-    first, *rest = records
-    store.create(run_id, machine, Entry(first["kind"], first["body"], first["time"]))
-    if rest:
-        store.append(run_id, 1, [Entry(r["kind"], r["body"], r["time"]) for r in rest])
-    return store
-
-
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
               every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None) -> AgentReply:
     """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
@@ -267,7 +257,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
     model, scripted = model_of(start.agent, script)
     hosted = build(table, start.agent, script, model, scripted, task)
     driver, agent = hosted.driver, hosted.agent
-    store = replica_store(task.run_id, table.machine, task.records)
+    store = journal_store(task.run_id, table.machine, task.records)
     options = Options(approvals=dict(start.approval_lifetimes), max_attempts=start.max_attempts)
     run = ReplicaRun.attach(store, table, task.run_id, DurableLink._tools(driver, agent),
                             EngineStepper(table, driver.engine), options)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         AgentReply,
         AgentStart,
         AgentTask,
+        Carried,
         DecisionMessage,
         EventMessage,
         StartRun,
@@ -85,6 +86,8 @@ class TableWorkflow:
         self.unit: str | None = None
         self.shipped = 0
         """The journal's records the run's agent tasks carried so far (each carries those after)."""
+        self.timers = 0
+        """Script interrupts waiting for their time (the run does not continue as new meanwhile)."""
         """The unit's run under way (an agent that plays each input or call as a child workflow)."""
 
     @workflow.run
@@ -95,10 +98,17 @@ class TableWorkflow:
         except VersionMismatch as exc:
             raise ApplicationError(str(exc), type=VERSION_REFUSED, non_retryable=True) from None
         jr = self.jr = JournalRun(start, table, lambda: workflow.now().timestamp())
+        carried = start.carried or Carried([])
+        self.inbox[:0] = carried.inbox
+        self.decisions[:0] = carried.decisions
+        self.interrupts[:0] = carried.interrupts
+        self.notes[:0] = carried.notes
         if start.agent is not None:
-            return await self._agent_run(jr)
+            return await self._agent_run(jr, carried)
         self.inbox[:0] = start.events
         while True:
+            if self._long(jr):
+                self._continue(jr)
             await self._take_interrupts(jr)
             self._take_decisions()
             due = jr.next_due()
@@ -114,6 +124,19 @@ class TableWorkflow:
             if jr.run.terminal or (start.until_idle and not jr.pending()):
                 return {**jr.config(), "records": jr.records(), "notes": self.notes}
             await self._wait(jr)
+
+    def _long(self, jr: JournalRun) -> bool:
+        """The history is past its bound (or the server suggests so) and nothing is under way or due."""
+        info = workflow.info()
+        return not jr.due and (info.get_current_history_length() >= jr.start.history_bound
+                               or info.is_continue_as_new_suggested())
+
+    def _continue(self, jr: JournalRun, sent: int = 0, fed: set[str] | None = None) -> NoReturn:
+        """Continue as new: the next execution's history starts with the journal so far, so no execution's
+        history outgrows its bound; the run keeps its id (queries, signals and its end reach the newest)."""
+        carried = Carried(jr.records(), list(self.inbox), list(self.decisions), list(self.interrupts),
+                          list(self.notes), sent, sorted(fed or ()))
+        workflow.continue_as_new(replace(jr.start, events=[], carried=carried))
 
     async def _wait(self, jr: JournalRun) -> None:
         """For the next signal; an approval's lifetime ending first expires it (a workflow timer)."""
@@ -190,7 +213,7 @@ class TableWorkflow:
 
     # -- agent runs: the table's own agent acts in activities, the journal and the step stay here --
 
-    async def _agent_run(self, jr: JournalRun) -> dict[str, Any]:
+    async def _agent_run(self, jr: JournalRun, carried: Carried) -> dict[str, Any]:
         """Send the script's inputs one by one, each once the agent has nothing left to do; perform
         the effects its steps make due and feed back those settled without their event (a status
         query, a decision, an interrupt); end with the agent's shutdown (or, ``--open``, in a final
@@ -198,9 +221,11 @@ class TableWorkflow:
         agent = jr.start.agent
         assert agent is not None
         inputs = list(agent.inputs)
-        sent = 0
-        fed: set[str] = set()
+        sent = carried.sent
+        fed = set(carried.fed)
         while True:
+            if not agent.units and not self.timers and self._long(jr):
+                self._continue(jr, sent, fed)
             if agent.units:
                 return {**jr.config(), "records": jr.records(), "notes": self.notes, "units": await self._units(jr)}
             if self.interrupts:
@@ -249,6 +274,8 @@ class TableWorkflow:
         async def later() -> None:
             await asyncio.sleep(seconds)
             self.interrupts.append(f"the script interrupts after {seconds:g}s")
+            self.timers -= 1
+        self.timers += 1
         asyncio.get_running_loop().create_task(later())
 
     def _agent_task(self, jr: JournalRun, op: str, **fields: Any) -> AgentTask:
