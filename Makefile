@@ -112,10 +112,12 @@ temporal-start: setup
 temporal-stop:
 	./scripts/temporal.sh stop
 
-# The Temporal fault campaign (docs/temporal.md): 100 runs of the Loom table as workflows and 100 of the
-# plain-activity baseline, real workers SIGKILLed and SIGSTOPped, the dev server killed and restarted.
+# The Temporal fault campaign (docs/temporal.md): 100 runs of the Loom table as workflows, 100 of the
+# tool-call agent and 100 of the plain-activity baseline, real workers SIGKILLed and SIGSTOPped, the dev
+# server killed and restarted; its counts are recorded and rendered into docs/temporal.md.
 temporal-chaos: setup
-	$(BIN)/python -m agentfsm.faults.temporal_chaos run --runs 100 --batch 20 --json temporal-chaos.json
+	$(BIN)/python bench/temporal_chaos.py --runs 100 --batch 20
+	$(BIN)/python bench/figures.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -43,8 +43,9 @@ NOT_FIGURES = {"docs/seeds.md": ("2x turns",)}  # a seed's own words, quoted
 
 
 def record(name: str, rows: Sequence[Mapping[str, Any]], *, table: str, columns: Sequence[str] | None = None,
-           note: str = "", root: Path = ROOT) -> Path:
-    """Write bench/results/NAME.json: the rows of one measured table and how they were measured."""
+           note: str = "", root: Path = ROOT, command: str = "make bench") -> Path:
+    """Write bench/results/NAME.json: the rows of one measured table and how they were measured
+    (``command``: the make target that runs the script, when it is not ``make bench``)."""
     if not rows:
         raise ValueError(f"bench {name}: no rows to record")
     script = Path(sys.argv[0]).resolve()
@@ -58,6 +59,7 @@ def record(name: str, rows: Sequence[Mapping[str, Any]], *, table: str, columns:
         "columns": list(columns or rows[0]),
         "rows": [dict(row) for row in rows],
         "note": note,
+        **({} if command == "make bench" else {"command": command}),
     }
     path = root / RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def render(result: Mapping[str, Any]) -> str:
     columns = result["columns"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(column, "")) for column in columns) + " |" for row in result["rows"]]
-    source = (f"`make bench` (`{result['script']}`) on {result['table']}, {result['date']}, "
+    source = (f"`{result.get('command', 'make bench')}` (`{result['script']}`) on {result['table']}, {result['date']}, "
               f"load {result['load']} on {result['cpus']} CPUs.")
     return "\n".join([*lines, "", source + (" " + result["note"] if result["note"] else ""), ""])
 

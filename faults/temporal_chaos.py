@@ -1,10 +1,13 @@
 """The Temporal fault campaign: real worker processes SIGKILLed and SIGSTOPped at random moments
 (most of them inside activities: every tool lingers after acting), and the dev server itself
-killed and restarted mid-run. Two kinds of runs share the workers and the faults:
+killed and restarted mid-run. Three kinds of runs share the workers and the faults:
 
 - **agentfsm**: the Loom table's turn (4 effects, 2 of them non-idempotent) as the table
   workflow, its events sent as signals while the run goes on, its tools ledger tools with a
   fencing status query;
+- **agents**: the tool-call agent, its ``run_command`` calls appending to the same external
+  ledger (``agentfsm.faults.temporal_agent_runs``): each call a unit run, its tool in the agent's
+  activity, no status query, so a lost outcome waits for the operator;
 - **baseline**: the same non-idempotent tool calls as plain Temporal activities with the
   SDK's default retry policy (what a user would otherwise write).
 
@@ -37,6 +40,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from agentfsm.faults.temporal_agent_runs import AgentRuns
 from agentfsm.faults.temporal_baseline import HEARTBEAT, PLAIN_WORKFLOW, START_TO_CLOSE, PlainActivity, PlainWorkflow
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
 from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
@@ -95,7 +99,8 @@ async def serve_worker(address: str, task_queue: str, ledger: Path, linger: floa
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     async with Worker(client, task_queue=task_queue, workflows=[TableWorkflow, PlainWorkflow],
-                      activities=[effects.perform, effects.status, plain.effect], workflow_runner=runner(),
+                      activities=[effects.perform, effects.status, effects.agent, plain.effect],
+                      workflow_runner=runner(),
                       sticky_queue_schedule_to_start_timeout=timedelta(seconds=2)):
         print("ready", flush=True)
         await stop.wait()
@@ -117,6 +122,7 @@ class Outcome:
     runs_per_kind: int
     faults: Counter[str] = field(default_factory=Counter)
     agentfsm: Tally = field(default_factory=Tally)
+    agents: Tally = field(default_factory=Tally)
     baseline: Tally = field(default_factory=Tally)
     tracebacks: int = 0
     seconds: float = 0.0
@@ -138,6 +144,7 @@ class Campaign:
         self.deaths = 0
         self.spawned = 0
         self.outcome = Outcome(runs)
+        self.agents = AgentRuns(folder, self.ledger, linger, self.retrying)
 
     def _server(self, command: str) -> str:
         done = subprocess.run([str(ROOT / "scripts" / "temporal.sh"), command], capture_output=True, text=True,
@@ -235,6 +242,7 @@ class Campaign:
             for run_id in ids:
                 start = start_message(run_id, loom, text, {}, [], False, Timeouts(START_TO_CLOSE, HEARTBEAT, 10.0))
                 await self.retrying(lambda s=start: start_run(client, self.queue, s, "loom-agent"))
+                await self.agents.start(client, self.queue, f"agent-{run_id}", Timeouts(START_TO_CLOSE, HEARTBEAT))
                 await self.retrying(lambda r=run_id: client.start_workflow(
                     PLAIN_WORKFLOW, [f"plain/{r}/{k}" for k in range(PLAIN_EFFECTS)], id=f"plain-{r}",
                     task_queue=self.queue))
@@ -247,6 +255,7 @@ class Campaign:
                 await asyncio.sleep(self.rng.uniform(0.0, 0.3))
             await faults
             await self._settle(client, ids, sent)
+            await self.agents.settle(client, [f"agent-{r}" for r in ids], self.outcome.agents)
         self.outcome.seconds = time.monotonic() - began
         return self.outcome
 
@@ -320,11 +329,17 @@ class Campaign:
 def summary(outcome: Outcome) -> str:
     lines = [f"{outcome.runs_per_kind} runs per kind, faults {dict(sorted(outcome.faults.items()))}, "
              f"{outcome.seconds:.0f} s; tracebacks {outcome.tracebacks}"]
-    for name, tally in (("agentfsm", outcome.agentfsm), ("baseline", outcome.baseline)):
+    for name, tally in (("agentfsm", outcome.agentfsm), ("agents", outcome.agents), ("baseline", outcome.baseline)):
         lines.append(f"{name}: {tally.runs} runs, {tally.effects} effects, {tally.duplicated} duplicated, "
                      f"{tally.lost_signals} lost signals, {tally.stuck} stuck, {tally.unknown} unknown, "
                      f"{tally.decisions} operator decisions")
     return "\n".join(lines)
+
+
+def clean(outcome: Outcome) -> bool:
+    """No agentfsm run (table or agent) duplicated an effect, lost a signal or got stuck, and no worker failed."""
+    dirty = [t.duplicated or t.lost_signals or t.stuck for t in (outcome.agentfsm, outcome.agents)]
+    return not (any(dirty) or outcome.tracebacks)
 
 
 def campaign(runs: int, workers: int = 3, seed: int = 1, batch: int = 10, linger: float = 1.0,
@@ -343,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentfsm.faults.temporal_chaos")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="the campaign")
-    r.add_argument("--runs", type=int, default=100, help="runs of each kind (agentfsm, baseline)")
+    r.add_argument("--runs", type=int, default=100, help="runs of each kind (agentfsm, agents, baseline)")
     r.add_argument("--workers", type=int, default=3)
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--batch", type=int, default=10, help="runs of each kind at once")
@@ -364,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(outcome))
     if args.json:
         Path(args.json).write_text(json.dumps({**asdict(outcome), "faults": dict(outcome.faults)}, indent=2))
-    clean = outcome.agentfsm
-    return 0 if not (clean.duplicated or clean.lost_signals or clean.stuck or outcome.tracebacks) else 1
+    return 0 if clean(outcome) else 1
 
 
 if __name__ == "__main__":

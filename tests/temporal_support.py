@@ -70,3 +70,22 @@ async def until_async(check: Callable[[], Any], bound: float = 60.0, what: str =
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {bound} s")
         await asyncio.sleep(0.1)
+
+
+def executions(address: str, run_id: str) -> tuple[list[list[Any]], dict[str, Any]]:
+    """The history of each execution of run ``run_id`` (a run that continued as new has several), oldest
+    first, followed back from the newest through the run each continued; and the run's result."""
+    from agentfsm.impl.temporal.worker import connect
+
+    async def main() -> tuple[list[list[Any]], dict[str, Any]]:
+        client = await connect(address)
+        result: dict[str, Any] = await client.get_workflow_handle(run_id).result()
+        found: list[list[Any]] = []
+        execution = ""
+        while True:
+            events = list((await client.get_workflow_handle(run_id, run_id=execution or None).fetch_history()).events)
+            found.insert(0, events)
+            execution = events[0].workflow_execution_started_event_attributes.continued_execution_run_id
+            if not execution:
+                return found, result
+    return asyncio.run(main())

@@ -19,6 +19,7 @@ from agentfsm.cli.exits import EXIT_OK, BadInput
 from agentfsm.cli.util import add_set_option, json_envelope, load_tables, parse_overrides
 from agentfsm.cli.workers import add_tool_options
 from agentfsm.impl.script import EventScript, ScriptError, load_script
+from agentfsm.impl.temporal.messages import HISTORY_BOUND
 from agentfsm.impl.workers.worker import check_events
 from agentfsm.spec.model import Table
 
@@ -92,6 +93,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="a worker silent this long while its tool runs is taken for dead (default 10)")
     s.add_argument("--approval-lifetime", action="append", default=[], metavar="ACTION=SECONDS",
                    help="how long ACTION's approval lives (over the table's approval: lifetime)")
+    s.add_argument("--history-bound", type=int, default=HISTORY_BOUND, metavar="EVENTS",
+                   help="continue a run as new once its history holds this many events, at its next quiet "
+                        f"point (default {HISTORY_BOUND:,}, or earlier when the server suggests it)")
     add_set_option(s)
 
     e = own.add_parser("send", help="send a run an event (user input, an approval, any event of its table)")
@@ -259,6 +263,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     from agentfsm.impl.temporal.messages import Timeouts
     if args.count < 1 or args.timeout <= 0 or args.heartbeat <= 0:
         raise BadInput("--count must be 1 or more; --timeout and --heartbeat positive")
+    if args.history_bound < 1:
+        raise BadInput("--history-bound must be 1 or more")
     [table] = load_tables([args.table], args.overrides)
     lifetimes = _lifetimes(args.approval_lifetime)
     unknown = sorted(set(lifetimes) - set(table.action_index))
@@ -284,6 +290,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             start = start_message(run_id, Path(args.table), text, overrides, events, not args.open, timeouts,
                                   lifetimes)
             start.agent = agent
+            start.history_bound = args.history_bound
             handles.append(await start_run(client, args.task_queue, start, table.machine))
             print(run_id, flush=True)
         return [await h.result() for h in handles] if args.wait else []
@@ -336,10 +343,19 @@ QUERY_TIMEOUT = "no worker answered"
 
 
 async def _look(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's configuration, its open decisions and its journal; an agent run that plays each call or
+    task as a unit of its own lists the open decisions of the unit under way too (each names its run)."""
+    client = await _client(args)
+    config, decisions, records = await _open(client, args.run_id)
+    if config.get("unit"):
+        decisions = decisions + (await _open(client, str(config["unit"])))[1]
+    return config, decisions, records
+
+
+async def _open(client: Any, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     from agentfsm.impl.temporal.client import closed_result, pending
     from agentfsm.impl.temporal.messages import QUERY_CONFIG, QUERY_TRACE
-    client = await _client(args)
-    handle = client.get_workflow_handle(args.run_id)
+    handle = client.get_workflow_handle(run_id)
     done = await closed_result(handle)
     if done is not None:
         return done, [], list(done["records"])
@@ -347,9 +363,9 @@ async def _look(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str
         config, decisions, records = await asyncio.wait_for(asyncio.gather(
             handle.query(QUERY_CONFIG), pending(handle), handle.query(QUERY_TRACE)), 20)
     except TimeoutError:
-        raise BadInput(f"run {args.run_id}: {QUERY_TIMEOUT} (is `agentfsm temporal worker` running on its task "
+        raise BadInput(f"run {run_id}: {QUERY_TIMEOUT} (is `agentfsm temporal worker` running on its task "
                        "queue?)") from None
-    return config, decisions, records
+    return config, [{**d, "run": run_id} for d in decisions], records
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -365,7 +381,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     print(f"state {config.get('state')} {json.dumps(config.get('vars'), sort_keys=True)}  "
           f"table {str(config.get('table_hash', ''))[:12]}")
     for d in decisions:
-        print(f"decide {d['id']}: {d['message']}")
+        print(f"decide {d['id']}: {d['message']}" + ("" if d["run"] == args.run_id else f" (run {d['run']})"))
     return EXIT_OK
 
 
@@ -374,17 +390,18 @@ def cmd_decide(args: argparse.Namespace) -> int:
     decisions = durable_commands.parse_decisions(args.decisions)
 
     async def main() -> None:
-        config, open_ones, _ = await _look(args)
-        ids = {d["id"] for d in open_ones}
+        _, open_ones, _ = await _look(args)
+        runs = {d["id"]: d["run"] for d in open_ones}
+        effects = {d["id"] for d in open_ones if d["kind"] == "unknown-effect"}
         for id, decision in decisions.items():
-            if id not in ids:
+            if id not in runs:
                 raise BadInput(f"run {args.run_id}: no open decision {id!r}"
-                               + (f" (open: {', '.join(sorted(ids))})" if ids else " (none is open)"))
-            if decision == "continue" and not config.get("halted"):
+                               + (f" (open: {', '.join(sorted(runs))})" if runs else " (none is open)"))
+            if decision == "continue" and id in effects:
                 raise BadInput(f"run {args.run_id}: {id!r} is an effect: decide completed, failed or rerun")
-        handle = (await _client(args)).get_workflow_handle(args.run_id)
-        for id, decision in decisions.items():
-            await decide(handle, id, decision)
+        client = await _client(args)
+        for id, decision in decisions.items():   # each to the run that waits for it (a unit's, for an agent's call)
+            await decide(client.get_workflow_handle(runs[id]), id, decision)
     _run(main(), args)
     print(f"run {args.run_id}: {len(decisions)} decision(s) sent")
     return EXIT_OK

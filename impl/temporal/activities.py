@@ -10,8 +10,8 @@ is a known outcome (failed), never retried by Temporal.
 
 ``AGENTFSM_TEMPORAL_KILL`` (``before-tool`` or ``after-tool``) makes the worker SIGKILL itself
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
-real worker processes exactly there (an agent run's worker, with ``before-tool``, right before
-its agent performs a non-idempotent effect).
+real worker processes exactly there (an agent run's worker right before its agent performs a
+non-idempotent effect, or once it has performed it, before the task's reply leaves).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from agentfsm.impl.durable.run import EffectCall, Tool
 from agentfsm.impl.stores.journal import JSON
@@ -36,6 +37,7 @@ from agentfsm.impl.temporal.messages import (
     EffectTask,
     StartRun,
     StatusAnswer,
+    journal_after,
 )
 from agentfsm.spec.model import Table
 from temporalio import activity
@@ -46,7 +48,7 @@ T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
 KILL_POINTS = ("before-tool", "after-tool")
 STARTS_KEPT = 256
-"""Agent runs whose start (table and script, read from their history) a worker keeps at once."""
+"""Agent runs whose start (table and script, read from their history) and journal a worker keeps at once."""
 
 
 def _call(task: EffectTask) -> EffectCall:
@@ -60,6 +62,27 @@ async def heartbeating(work: Callable[[], T], every: float = 0.5) -> T:
         activity.heartbeat()
         await asyncio.wait([running], timeout=every)
     return running.result()
+
+
+async def journal_from_history(task: AgentTask) -> list[dict[str, Any]]:
+    """The journal ``task`` goes on from, put together from the agent tasks the run's history holds
+    up to this one (each carries the records after those before it)."""
+    info = activity.info()
+    client = activity.client()
+    handle = client.get_workflow_handle(info.workflow_id or task.run_id, run_id=info.workflow_run_id)
+    journal: list[dict[str, Any]] = []
+    async for event in handle.fetch_history_events():
+        if not event.HasField("activity_task_scheduled_event_attributes"):
+            continue
+        scheduled = event.activity_task_scheduled_event_attributes
+        if scheduled.activity_type.name != AGENT:
+            continue
+        [earlier] = client.data_converter.payload_converter.from_payloads(scheduled.input.payloads, [AgentTask])
+        if scheduled.activity_id == info.activity_id:
+            return journal_after(journal, task)
+        journal = journal_after(journal, earlier)
+    raise ApplicationError(f"run {task.run_id}: agent task {info.activity_id} is not in the run's history",
+                           type=TOOL_FAILED, non_retryable=True)
 
 
 async def started_run() -> StartRun:
@@ -91,6 +114,7 @@ class EffectActivities:
         self.heartbeat_every = heartbeat_every
         self._tools: dict[tuple[str, str], Mapping[str, Tool]] = {}
         self._starts: dict[str, StartRun] = {}
+        self._journals: dict[str, list[dict[str, Any]]] = {}
 
     async def tool(self, task: EffectTask) -> Tool:
         version = (task.table_hash, repr(sorted(task.overrides.items())))
@@ -127,17 +151,24 @@ class EffectActivities:
     @activity.defn(name=AGENT)
     async def agent(self, task: AgentTask) -> AgentReply:
         """One task of an agent run (``agentfsm.impl.temporal.agent_activity``): the start (its table
-        and script) is read from the run's history once per run and worker."""
+        and script) is read from the run's history once per run and worker; the journal is the one
+        this worker kept with the task's new records, or read from the run's history."""
         run = activity.info().workflow_run_id or task.run_id
         if run not in self._starts:
-            if len(self._starts) >= STARTS_KEPT:   # the oldest first (a dict keeps insertion order)
-                del self._starts[next(iter(self._starts))]
             self._starts[run] = await started_run()
         start = self._starts[run]
+        known = self._journals.get(run, [])
+        journal = journal_after(known, task) if len(known) >= task.base else await journal_from_history(task)
+        for kept in (self._starts, self._journals):
+            kept.pop(run, None)   # kept again as the newest (a dict keeps insertion order)
+            while len(kept) >= STARTS_KEPT:
+                del kept[next(iter(kept))]
+        self._starts[run], self._journals[run] = start, journal
         table = pinned_table(start.table_text, start.table_hash, start.file, start.overrides)
         try:
-            reply: AgentReply = await act(start, table, task, activity.heartbeat, self.heartbeat_every,
-                                          lambda idempotent: None if idempotent else _kill_here("before-tool"))
+            reply: AgentReply = await act(start, table, replace(task, records=journal, base=0), activity.heartbeat,
+                                          self.heartbeat_every,
+                                          lambda point, idempotent: None if idempotent else _kill_here(point))
             return reply
         except AgentRunError as exc:
             raise ApplicationError(str(exc), type=TOOL_FAILED, non_retryable=True) from None

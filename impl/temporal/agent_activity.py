@@ -38,13 +38,13 @@ from agentfsm.impl.agents.vibework import SubAgentEnd, VibeworkAgent, vibework_c
 from agentfsm.impl.driver import Activity, Driver
 from agentfsm.impl.durable.driver import DurableLink, EffectAgent
 from agentfsm.impl.durable.run import Calls, Delivery, DurableRun, EffectCall, EngineStepper, Options, Report
+from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.llm.client import LlmClient, ScriptedLlm, close_client
 from agentfsm.impl.llm.openai import OpenAIClient
 from agentfsm.impl.play import _models_answered
 from agentfsm.impl.script import AgentScript, parse_script
-from agentfsm.impl.stores.journal import JSON, Entry
-from agentfsm.impl.stores.memory import MemoryStore
-from agentfsm.impl.temporal.journal_run import calls_json
+from agentfsm.impl.stores.journal import JSON
+from agentfsm.impl.temporal.journal_run import calls_json, journal_store
 from agentfsm.impl.temporal.messages import AgentReply, AgentStart, AgentTask, StartRun, StatusAnswer
 from agentfsm.spec.model import Table
 from agentfsm.spec.yamlio import load_document
@@ -93,6 +93,8 @@ class Hosted:
     send: Callable[[str, str | None], None]
     outcome: Callable[[DurableRun], dict[str, Any]]
     attach: Callable[[DurableLink], None] = lambda link: None
+    report: Callable[[Effect], None] | None = None
+    """How the agent takes an effect settled without its event (default: its ``report_back``)."""
 
 
 def _loom(table: Table, start: AgentStart, script: AgentScript, model: LlmClient, llm: ScriptedLlm,
@@ -178,7 +180,15 @@ def _tool_call(table: Table, start: AgentStart, script: AgentScript, model: LlmC
 
     def attach(link: DurableLink) -> None:
         runner.link = link
-    return Hosted(runner, runner, used, skip, lambda text, event_id: runner.request(call), outcome, attach)
+
+    def report(effect: Effect) -> None:
+        """As a resume of the call does (``DurableLink.resume``): an operator's verdict reaches a call
+        still ``Running`` as ``Interrupted`` (its status query then reads the verdict), a halted one as
+        ``OperatorResolved``."""
+        runner.report_back(effect)
+        if effect.via == "user":
+            runner.resumed()
+    return Hosted(runner, runner, used, skip, lambda text, event_id: runner.request(call), outcome, attach, report)
 
 
 AGENTS: dict[str, Build] = {"loom-agent": _loom, "vibework-agent": _vibework, "explorer-evaluator": _explorer,
@@ -233,19 +243,11 @@ class ReplicaLink(DurableLink):
         self._due = []
 
 
-def replica_store(run_id: str, machine: str, records: list[dict[str, Any]]) -> MemoryStore:
-    store = MemoryStore()
-    first, *rest = records
-    store.create(run_id, machine, Entry(first["kind"], first["body"], first["time"]))
-    if rest:
-        store.append(run_id, 1, [Entry(r["kind"], r["body"], r["time"]) for r in rest])
-    return store
-
-
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
-              every: float = 0.5, acting: Callable[[bool], None] = lambda idempotent: None) -> AgentReply:
+              every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None) -> AgentReply:
     """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
-    is told, right before an effect is performed, whether it is idempotent (the kill scenarios)."""
+    is told, right before an effect is performed (``before-tool``) and once its driver is quiet after
+    it (``after-tool``), whether it is idempotent (the kill scenarios)."""
     if start.agent is None:
         raise AgentRunError(f"run {task.run_id} is not an agent run")
     build = AGENTS.get(table.machine)
@@ -255,7 +257,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
     model, scripted = model_of(start.agent, script)
     hosted = build(table, start.agent, script, model, scripted, task)
     driver, agent = hosted.driver, hosted.agent
-    store = replica_store(task.run_id, table.machine, task.records)
+    store = journal_store(task.run_id, table.machine, task.records)
     options = Options(approvals=dict(start.approval_lifetimes), max_attempts=start.max_attempts)
     run = ReplicaRun.attach(store, table, task.run_id, DurableLink._tools(driver, agent),
                             EngineStepper(table, driver.engine), options)
@@ -280,10 +282,10 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         if task.op == "input":
             hosted.send(task.text, task.event_id)
         elif task.op == "perform":
-            acting(run.st.effects[task.key].idempotent)
+            acting("before-tool", run.st.effects[task.key].idempotent)
             agent.perform(run.st.effects[task.key], task.retry)
         elif task.op == "report":
-            agent.report_back(run.st.effects[task.key])
+            (hosted.report or agent.report_back)(run.st.effects[task.key])
         elif task.op == "interrupt":
             await driver.interrupt()
         elif task.op == "shutdown":
@@ -291,6 +293,8 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         else:
             raise AgentRunError(f"no agent task {task.op!r}")
         await quiet(driver, link, heartbeat, every)
+        if task.op == "perform":
+            acting("after-tool", run.st.effects[task.key].idempotent)
         run.capturing = False
         spawning = driver.spawning if isinstance(driver, ChildWorkflows) else None
         return AgentReply(fed=run.fed, child=spawning, used=hosted.used(run) if spawning else {})

@@ -19,7 +19,7 @@ from typing import Any
 
 from agentfsm.impl.durable.run import Calls, CallSpec, Described, DurableRun, EffectCall, Options, Report, StatusReply
 from agentfsm.impl.durable.state import Effect
-from agentfsm.impl.stores.journal import JSON, Record
+from agentfsm.impl.stores.journal import JSON, Entry, Record
 from agentfsm.impl.stores.memory import MemoryStore
 from agentfsm.impl.temporal.messages import EffectTask, StartRun, StatusAnswer, table_hash
 from agentfsm.spec import load_table_bytes
@@ -104,7 +104,12 @@ class JournalRun:
         self.table = table
         self.tools = {a.name: Prefetched() for a in table.actions if a.effect == "external"}
         options = Options(approvals=dict(start.approval_lifetimes), clock=clock, max_attempts=start.max_attempts)
-        self.run = DurableRun.create(MemoryStore(), table, start.run_id, self.tools, SemanticsStepper(table), options)
+        stepper = SemanticsStepper(table)
+        if start.carried is None:
+            self.run = DurableRun.create(MemoryStore(), table, start.run_id, self.tools, stepper, options)
+        else:   # continued as new: the journal so far, replayed
+            store = journal_store(start.run_id, table.machine, start.carried.records)
+            self.run = DurableRun.attach(store, table, start.run_id, self.tools, stepper, options)
         self.due: list[Due] = []
         self.run.performer = self._hand
 
@@ -151,8 +156,9 @@ class JournalRun:
         times = [a.expires_at for a in self.run.pending_approvals if not a.expired and a.expires_at is not None]
         return min(times, default=None)
 
-    def records(self) -> list[dict[str, Any]]:
-        return [record_json(r) for r in self.run.store.records(self.run.run_id)]
+    def records(self, after: int = 0) -> list[dict[str, Any]]:
+        """The journal's records from the ``after``-th on (all by default)."""
+        return [record_json(r) for r in self.run.store.records(self.run.run_id, after)]
 
     def config(self) -> dict[str, Any]:
         run = self.run
@@ -164,6 +170,16 @@ class JournalRun:
 
     def pending(self) -> list[dict[str, Any]]:
         return [{"kind": d.kind, "id": d.id, "message": d.message} for d in self.run.decisions()]
+
+
+def journal_store(run_id: str, machine: str, records: list[dict[str, Any]]) -> MemoryStore:
+    """An in-memory store holding ``records`` (as ``record_json`` gives them) as the run's journal."""
+    store = MemoryStore()
+    first, *rest = records
+    store.create(run_id, machine, Entry(first["kind"], first["body"], first["time"]))
+    if rest:
+        store.append(run_id, 1, [Entry(r["kind"], r["body"], r["time"]) for r in rest])
+    return store
 
 
 def record_json(record: Record) -> dict[str, Any]:

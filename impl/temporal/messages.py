@@ -20,6 +20,9 @@ SIGNAL_INTERRUPT = "interrupt"
 QUERY_CONFIG = "config"
 QUERY_PENDING = "pending"
 QUERY_TRACE = "trace"
+HISTORY_BOUND = 10_000
+"""Events in one execution's history past which a run continues as new (Temporal warns at 10,240 and
+ends a run at 51,200), unless the server suggests it earlier."""
 TOOL_FAILED = "ToolFailed"
 """The application error type of an effect whose tool raised: a known outcome (failed)."""
 VERSION_REFUSED = "TableVersionRefused"
@@ -103,6 +106,25 @@ class StartRun:
     """Seconds each approval lives (None: forever), beside and over the table's ``approval:``."""
     agent: AgentStart | None = None
     """Set: the table's own agent runs it (its model and tools, in activities); else its events."""
+    history_bound: int = HISTORY_BOUND
+    """Events in one execution's history past which the run continues as new (at its next quiet point)."""
+    carried: Carried | None = None
+    """Set: the run continued as new, and goes on from there."""
+
+
+@dataclass
+class Carried:
+    """What a run that continued as new carries into its next execution: its journal, and what it had
+    received but not yet taken (events, decisions, interrupts), its notes and, an agent run, how many
+    of its script's inputs it sent and which settled effects it fed back."""
+
+    records: list[dict[str, Any]]
+    inbox: list[EventMessage] = field(default_factory=list)
+    decisions: list[DecisionMessage] = field(default_factory=list)
+    interrupts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sent: int = 0
+    fed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -148,10 +170,15 @@ class StatusAnswer:
 
 @dataclass
 class AgentTask:
-    """One thing an agent run's activity does with the agent rebuilt from ``records`` (the journal
-    so far): ``input`` (the user's ``text``), ``perform`` (the effect ``key``, already started),
-    ``report`` (feed back the settled effect ``key``), ``status`` (ask the tool about ``key``),
-    ``interrupt``, ``shutdown``, ``outcome`` (how the agent settled)."""
+    """One thing an agent run's activity does with the agent rebuilt from the journal so far:
+    ``input`` (the user's ``text``), ``perform`` (the effect ``key``, already started), ``report``
+    (feed back the settled effect ``key``), ``status`` (ask the tool about ``key``), ``interrupt``,
+    ``shutdown``, ``outcome`` (how the agent settled).
+
+    ``records`` are the journal's records from the ``base``-th on: those appended since the run's
+    previous agent task (the journal only grows), so a run's history grows linearly in its steps;
+    the journal is the previous tasks' records put together (a worker keeps it, or reads the tasks
+    from the run's history). Histories recorded before carry the whole journal (``base`` 0)."""
 
     run_id: str
     op: str
@@ -162,6 +189,15 @@ class AgentTask:
     event_id: str | None = None
     ended: dict[str, Any] | None = None
     """``perform`` of a spawn whose child run ended: how it ended (``outcome`` of the child)."""
+    base: int = 0
+
+
+def journal_after(journal: list[dict[str, Any]], task: AgentTask) -> list[dict[str, Any]]:
+    """The journal as ``task`` carries it on from ``journal`` (the one its run's earlier tasks carried)."""
+    if len(journal) < task.base:
+        raise ValueError(f"run {task.run_id}: an agent task goes on from record {task.base + 1}, but the "
+                         f"journal known has {len(journal)} records")
+    return journal[:task.base] + task.records
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         AgentReply,
         AgentStart,
         AgentTask,
+        Carried,
         DecisionMessage,
         EventMessage,
         StartRun,
@@ -82,6 +83,12 @@ class TableWorkflow:
         self.interrupts: list[str] = []
         self.notes: list[str] = []
         self.jr: JournalRun | None = None
+        self.unit: str | None = None
+        self.shipped = 0
+        """The journal's records the run's agent tasks carried so far (each carries those after)."""
+        self.timers = 0
+        """Script interrupts waiting for their time (the run does not continue as new meanwhile)."""
+        """The unit's run under way (an agent that plays each input or call as a child workflow)."""
 
     @workflow.run
     async def run(self, start: StartRun) -> dict[str, Any]:
@@ -91,10 +98,17 @@ class TableWorkflow:
         except VersionMismatch as exc:
             raise ApplicationError(str(exc), type=VERSION_REFUSED, non_retryable=True) from None
         jr = self.jr = JournalRun(start, table, lambda: workflow.now().timestamp())
+        carried = start.carried or Carried([])
+        self.inbox[:0] = carried.inbox
+        self.decisions[:0] = carried.decisions
+        self.interrupts[:0] = carried.interrupts
+        self.notes[:0] = carried.notes
         if start.agent is not None:
-            return await self._agent_run(jr)
+            return await self._agent_run(jr, carried)
         self.inbox[:0] = start.events
         while True:
+            if self._long(jr):
+                self._continue(jr)
             await self._take_interrupts(jr)
             self._take_decisions()
             due = jr.next_due()
@@ -110,6 +124,19 @@ class TableWorkflow:
             if jr.run.terminal or (start.until_idle and not jr.pending()):
                 return {**jr.config(), "records": jr.records(), "notes": self.notes}
             await self._wait(jr)
+
+    def _long(self, jr: JournalRun) -> bool:
+        """The history is past its bound (or the server suggests so) and nothing is under way or due."""
+        info = workflow.info()
+        return not jr.due and (info.get_current_history_length() >= jr.start.history_bound
+                               or info.is_continue_as_new_suggested())
+
+    def _continue(self, jr: JournalRun, sent: int = 0, fed: set[str] | None = None) -> NoReturn:
+        """Continue as new: the next execution's history starts with the journal so far, so no execution's
+        history outgrows its bound; the run keeps its id (queries, signals and its end reach the newest)."""
+        carried = Carried(jr.records(), list(self.inbox), list(self.decisions), list(self.interrupts),
+                          list(self.notes), sent, sorted(fed or ()))
+        workflow.continue_as_new(replace(jr.start, events=[], carried=carried))
 
     async def _wait(self, jr: JournalRun) -> None:
         """For the next signal; an approval's lifetime ending first expires it (a workflow timer)."""
@@ -186,7 +213,7 @@ class TableWorkflow:
 
     # -- agent runs: the table's own agent acts in activities, the journal and the step stay here --
 
-    async def _agent_run(self, jr: JournalRun) -> dict[str, Any]:
+    async def _agent_run(self, jr: JournalRun, carried: Carried) -> dict[str, Any]:
         """Send the script's inputs one by one, each once the agent has nothing left to do; perform
         the effects its steps make due and feed back those settled without their event (a status
         query, a decision, an interrupt); end with the agent's shutdown (or, ``--open``, in a final
@@ -194,9 +221,11 @@ class TableWorkflow:
         agent = jr.start.agent
         assert agent is not None
         inputs = list(agent.inputs)
-        sent = 0
-        fed: set[str] = set()
+        sent = carried.sent
+        fed = set(carried.fed)
         while True:
+            if not agent.units and not self.timers and self._long(jr):
+                self._continue(jr, sent, fed)
             if agent.units:
                 return {**jr.config(), "records": jr.records(), "notes": self.notes, "units": await self._units(jr)}
             if self.interrupts:
@@ -245,10 +274,16 @@ class TableWorkflow:
         async def later() -> None:
             await asyncio.sleep(seconds)
             self.interrupts.append(f"the script interrupts after {seconds:g}s")
+            self.timers -= 1
+        self.timers += 1
         asyncio.get_running_loop().create_task(later())
 
     def _agent_task(self, jr: JournalRun, op: str, **fields: Any) -> AgentTask:
-        return AgentTask(jr.run.run_id, op, jr.records(), **fields)
+        """The task carries only the records the run's earlier tasks did not (the history stays linear)."""
+        records = jr.records(self.shipped)
+        task = AgentTask(jr.run.run_id, op, records, base=self.shipped, **fields)
+        self.shipped += len(records)
+        return task
 
     async def _act(self, jr: JournalRun, op: str, **fields: Any) -> AgentReply:
         """One agent task that performs no effect (so Temporal may retry it: the replica is thrown
@@ -332,12 +367,14 @@ class TableWorkflow:
         for n in range(1, agent.units + 1):
             inputs = agent.inputs[n - 1:n] or [AgentInput("")]
             unit = replace(agent, inputs=inputs, units=0, unit=n, skip=dict(used))
-            result = await self._child(jr, f"{jr.run.run_id}/{agent.unit_name}-{n}", unit)
+            self.unit = f"{jr.run.run_id}/{agent.unit_name}-{n}"
+            result = await self._child(jr, self.unit, unit)
             outcome = dict(result["outcome"])
             for kind, count in dict(outcome.get("used", {})).items():
                 used[kind] = used.get(kind, 0) + int(count)
             done.append({"run_id": result["run_id"], "state": result["state"], "outcome": outcome,
                          "effects": result["effects"], "decisions": result.get("pending", [])})
+        self.unit = None
         return done
 
     async def _child(self, jr: JournalRun, run_id: str, agent: AgentStart, journaled: bool = False) -> dict[str, Any]:
@@ -396,7 +433,8 @@ class TableWorkflow:
     def config(self) -> dict[str, Any]:
         if self.jr is None:
             return {}
-        return {**self.jr.config(), "queued_events": len(self.inbox), "notes": self.notes}
+        unit = {} if self.unit is None else {"unit": self.unit}
+        return {**self.jr.config(), "queued_events": len(self.inbox), "notes": self.notes, **unit}
 
     @workflow.query(name=QUERY_PENDING)
     def pending(self) -> list[dict[str, Any]]:

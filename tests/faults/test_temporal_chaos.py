@@ -1,6 +1,7 @@
 """The Temporal fault campaign, short: real workers SIGKILLed and SIGSTOPped, the dev server
-killed and restarted; the table runs lose no signal, duplicate no effect and all end
-(make temporal-chaos runs 100 of each kind; docs/temporal.md publishes its counts)."""
+killed and restarted; the table runs and the tool-call agent's runs lose no signal, duplicate
+no effect and all end (make temporal-chaos runs 100 of each kind; docs/temporal.md publishes its
+counts)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,6 @@ def test_a_short_campaign_duplicates_nothing(tmp_path: Path) -> None:
     assert (tally.runs, tally.duplicated, tally.lost_signals, tally.stuck, outcome.tracebacks) == (4, 0, 0, 0, 0), \
         summary(outcome)
     assert tally.effects == 16 and outcome.baseline.runs == 4 and sum(outcome.faults.values()) >= 2
+    agents = outcome.agents
+    assert (agents.runs, agents.effects, agents.duplicated, agents.lost_signals, agents.stuck) == (4, 8, 0, 0, 0), \
+        summary(outcome)

@@ -100,6 +100,7 @@ def test_deciding_what_is_not_open_is_refused(served: tuple[str, str, Path],
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["start", TOOL_CALL, "--count", "0"], "--count must be 1 or more"),
+    (["start", TOOL_CALL, "--history-bound", "0"], "--history-bound must be 1 or more"),
     (["start", TOOL_CALL, "--approval-lifetime", "RequestApproval=soon"], "expected ACTION=SECONDS"),
     (["start", TOOL_CALL, "--approval-lifetime", "Nope=5"], "has no action Nope"),
     (["start", str(ROOT / "examples" / "loom-demo.yaml")], "error"),

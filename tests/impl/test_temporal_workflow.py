@@ -22,7 +22,7 @@ from agentfsm.impl.temporal.client import decide, interrupt, pending, send_event
 from agentfsm.impl.temporal.messages import EventMessage, StartRun, Timeouts
 from agentfsm.spec import load_table
 from conftest import ROOT
-from temporal_support import in_process_worker, queue, until_async
+from temporal_support import executions, in_process_worker, queue, until_async
 
 TOOL_CALL = ROOT / "spec" / "tool-call.yaml"
 CALL: list[tuple[str, Mapping[str, Any]]] = [
@@ -81,6 +81,27 @@ def test_a_script_ends_as_the_durable_runtime_ends_it(temporal_address: str, mac
     assert shape(result["records"]) == shape([{"kind": r.kind, "body": r.body} for r in store.records(run.run_id)])
     assert on_ledger.executions() == in_ledger.executions() and sum(in_ledger.executions().values()) > 0
     assert result["table_hash"] and not result["notes"]
+
+
+def test_a_run_past_its_history_bound_continues_as_new_with_its_journal(temporal_address: str) -> None:
+    """A Loom turn's 8 events with a bound of 12 history events: the run continues as new several times,
+    each execution's history ends within one step of the bound, and it ends as the durable runtime does,
+    its journal whole (carried from one execution to the next), its effects each run once."""
+    path = ROOT / "spec" / "loom-agent.yaml"
+    table = load_table(path)
+    start = start_of(path, f"bounded-{queue()}", LOOM_EVENTS)
+    start.history_bound = 12
+    on_ledger = MemoryLedger()
+    on_temporal(temporal_address, start, lambda t: ledger_tools(t, on_ledger, False))
+    histories, result = executions(temporal_address, start.run_id)
+    assert len(histories) >= 3 and all(len(events) <= 12 + 12 for events in histories), [len(h) for h in histories]
+    store = MemoryStore()
+    run = DurableRun.create(store, table, start.run_id, ledger_tools(table, MemoryLedger(), False))
+    for n, (name, params) in enumerate(LOOM_EVENTS, 1):
+        run.deliver(name, params, f"script-{n}")
+    assert (result["state"], result["vars"]) == (run.state, run.vars)
+    assert shape(result["records"]) == shape([{"kind": r.kind, "body": r.body} for r in store.records(run.run_id)])
+    assert set(on_ledger.executions().values()) == {1}
 
 
 class Raising:
