@@ -65,7 +65,7 @@ from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex
 from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table.batched import NO_EDGE, STUTTER
 from agentfsm.verify.table.intervals import Fold
-from agentfsm.verify.table.state_memo import Edge, state_memo
+from agentfsm.verify.table.state_memo import Edge, Edges, state_memo
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
@@ -410,7 +410,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
 
 
 Entry = tuple[int, int, dict[int, tuple[int, int]], _Plan, tuple[int, int, tuple[int, ...]] | None]
-StateEntry = tuple[int, int, int, tuple[int, ...], dict[int, tuple[Edge, ...]]]   # ``StateMemo.entry``
+StateEntry = tuple[int, int, int, tuple[int, ...], dict[int, Edges]]   # ``StateMemo.entry``
 
 
 def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry | None],
@@ -442,7 +442,9 @@ def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry 
                 if found is None:
                     found = _fill(ex, entries[state], whole, state, key, i, code)
                 if found is not None:
-                    for label, keep, add in found:
+                    labels, steps = found
+                    edge_label.extend(labels)
+                    for label, keep, add in steps:
                         new = (code & keep) + add
                         j = index.get(new)
                         if j is None:
@@ -450,7 +452,6 @@ def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry 
                             codes.append(new)
                             parent.append(i)
                             parent_label.append(label)
-                        edge_label.append(label)
                         edge_target.append(j)
                     if ignore:
                         for label in unhandled_labels[state]:
@@ -506,13 +507,13 @@ def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry 
 
 
 def _fill(ex: Exploration, state_entries: list[Entry], whole: list[StateEntry | None], state: int, key: int,
-          i: int, code: int) -> tuple[Edge, ...] | None:
+          i: int, code: int) -> Edges | None:
     """Every edge of configuration ``i`` (``code``, state memo key ``key``) from its plans,
     memoised for the state; or ``None``, and the state's memo off for good, when an outcome
     is not plain (an error or an ignored event, which the per-label loop records) or a plan
     is evaluated directly, or about to be (its outcomes are then counted as it goes, so the
     per-label loop must be the one to evaluate it)."""
-    edges = []
+    edges: list[Edge] = []
     for label, _, memo, plan, _ in state_entries:
         hit = memo.get(plan.key(code))
         if hit is None:
@@ -530,7 +531,7 @@ def _fill(ex: Exploration, state_entries: list[Entry], whole: list[StateEntry | 
     assert at is not None
     if len(at[4]) >= MEMO_LIMIT:
         whole[state] = None
-    found = at[4][key] = tuple(edges)
+    found = at[4][key] = (array("i", [label for label, _, _ in edges]), tuple(edges))
     return found
 
 

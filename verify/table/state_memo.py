@@ -14,6 +14,7 @@ turns the state's memo off, and the per-label loop goes on as without it.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ from agentfsm.verify.table.intervals import Fold
 
 # (label, keep, add): an edge to ``(code & keep) + add``
 Edge = tuple[int, int, int]
+# A configuration's edges: their labels (which the explorer appends at once), and the edges
+Edges = tuple["array[int]", tuple[Edge, ...]]
 
 
 @dataclass
@@ -34,12 +37,12 @@ class StateMemo:
     shift: int
     mask: int
     classes: tuple[int, ...]
-    memo: dict[int, tuple[Edge, ...]] = field(default_factory=dict)
+    memo: dict[int, Edges] = field(default_factory=dict)
 
     def key(self, code: int) -> int:
         return (code & self.rmask) | self.classes[code >> self.shift & self.mask]
 
-    def entry(self) -> tuple[int, int, int, tuple[int, ...], dict[int, tuple[Edge, ...]]]:
+    def entry(self) -> tuple[int, int, int, tuple[int, ...], dict[int, Edges]]:
         """The fields as a tuple, which the hot loop unpacks into locals."""
         return self.rmask, self.shift, self.mask, self.classes, self.memo
 
