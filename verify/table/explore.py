@@ -424,7 +424,9 @@ def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry 
     unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
     sees appended items, so it is the breadth-first queue), parents and edges appended to
     typed arrays and progress reported between chunks rather than
-    tested per configuration."""
+    tested per configuration. A state memo's edges (``state_memo``) and the per-label loop
+    append a successor the same way, written out twice: a call per edge would cost more than
+    the work it shares."""
     codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
     base = offsets[-1] - len(edge_target)   # edges counted but not kept (none unless ``kept_edges`` is False)
     smask = ex.packing.state_mask
