@@ -89,6 +89,12 @@ def explore_cpu(table: Table, by_value: bool) -> tuple[Exploration, float]:
         intervals.MIN_SIZE = saved
 
 
+def as_installed() -> dict[str, str]:
+    """The environment of a process run as a user runs it: bytecode cached, as an installed
+    package has it, even where PYTHONDONTWRITEBYTECODE is set (the first run writes it)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
     """``agentfsm verify`` on the grown Loom table as a user runs it, process start to
     exit: CPU seconds (``by_value``: through this file, with the baseline's memo)."""
@@ -96,7 +102,7 @@ def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
     args = ([sys.executable, __file__, "--cli-by-value", *words] if by_value
             else [AGENTFSM, *words])
     before = children_cpu()
-    subprocess.run(args, check=True, capture_output=True)
+    subprocess.run(args, check=True, capture_output=True, env=as_installed())
     return children_cpu() - before
 
 
@@ -111,6 +117,7 @@ def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, flo
           f"{'cli old':>7} | {'pan NR':>6} {'spin e2e':>8} | {'x NR':>5} {'x NR old':>8} {'x e2e':>5} "
           f"{'x e2e old':>9}")
     rows = []
+    verify_cli({"max_retries": 1})   # writes the bytecode the measured runs read
     for size in sizes:
         table = loom_grown(size)
         sets = {"max_retries": table.constants["max_retries"], "max_tools": 2}
@@ -186,12 +193,11 @@ def measured(n: int, scalar: bool = False) -> dict[str, float]:
 
 def as_a_user_runs_it(n: int) -> tuple[float, int]:
     """``agentfsm verify`` on the wide table in its own process, start to exit: CPU seconds
-    (user + system) and peak resident bytes, from the kernel's accounting of that child.
-    Bytecode is cached, as an installed package has it, even where PYTHONDONTWRITEBYTECODE is set."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    (user + system) and peak resident bytes, from the kernel's accounting of that child
+    (``as_installed``)."""
     child = subprocess.Popen([AGENTFSM, "verify", str(WIDE), "--set", f"n={n}",
                               "--max-configurations", str(LIMIT)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=as_installed())
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     assert child.returncode == 0, f"agentfsm verify exited {child.returncode} on n={n}"

@@ -1,5 +1,8 @@
 """``--html FILE`` and ``--summary-md FILE``, shared by ``verify``, ``conform`` and ``crash``: the
-run's results as one self-contained page, and as Markdown for a CI job's summary."""
+run's results as one self-contained page, and as Markdown for a CI job's summary.
+
+The diagrams' modules are imported only when a report is written: most runs write none, and
+they are a fifth of ``agentfsm verify``'s start-up."""
 
 from __future__ import annotations
 
@@ -7,13 +10,13 @@ import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentfsm.cli.exits import BadInput
-from agentfsm.diagrams.render import RenderError
-from agentfsm.diagrams.report_data import Entry, page_data
-from agentfsm.diagrams.report_markdown import summary_markdown
-from agentfsm.diagrams.report_page import html_page, table_picture
-from agentfsm.spec.model import Table
+
+if TYPE_CHECKING:
+    from agentfsm.diagrams.report_data import Entry
+    from agentfsm.spec.model import Table
 
 
 def add_report_options(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +35,11 @@ def write_report(args: argparse.Namespace, command: str, entries: Sequence[Entry
     """Write what ``--html`` and ``--summary-md`` ask for; the pictures of ``tables`` drawn once each."""
     if not wanted(args):
         return
+    from agentfsm.diagrams.render import RenderError
+    from agentfsm.diagrams.report_data import page_data
+    from agentfsm.diagrams.report_markdown import summary_markdown
+    from agentfsm.diagrams.report_page import html_page, table_picture
+
     pictures: dict[str, str] = {}
     if args.html:
         try:

@@ -15,6 +15,11 @@ from agentfsm.cli.exits import EXIT_BAD_INPUT, BadInput
 from agentfsm.cli.registry import COMMANDS, load
 
 RESERVE_BYTES = 16 << 20   # memory held back for saying "out of memory" once it runs out
+# numpy asks the kernel for transparent huge pages for every array of 4 MB or more; where the
+# kernel compacts memory to find them (the common "madvise" setting), each fresh array of an
+# explored graph costs more in the kernel than the pass over it (a third of `verify`'s checks
+# on the narrow series in docs/verifier.md). A user's own setting wins.
+HUGE_PAGES = ("NUMPY_MADVISE_HUGEPAGE", "0")
 
 
 class SuggestingParser(argparse.ArgumentParser):
@@ -79,6 +84,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault(*HUGE_PAGES)   # read when numpy is imported: by the subcommand's module, below
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
     code = guarded(args)

@@ -33,7 +33,6 @@ from agentfsm.cli.util import (
     print_violations,
     split_systems,
 )
-from agentfsm.diagrams.report_data import system_entry, table_entry, unverified_entry
 from agentfsm.spec import Table, TableError, load_table
 from agentfsm.spec.files import Parsed, parsed_document
 from agentfsm.spec.suggest import did_you_mean
@@ -232,6 +231,9 @@ def _verify_system_file(args: argparse.Namespace, path: str, parsed: Parsed) -> 
 
 def _write_report(args: argparse.Namespace, results: list[Verdict | Unverified],
                   systems: list[SysVerdict | Unverified]) -> None:
+    """``--html`` and ``--summary-md``; the diagrams' modules are imported here, as most runs write neither."""
+    from agentfsm.diagrams.report_data import system_entry, table_entry, unverified_entry
+
     entries = [table_entry(r) if isinstance(r, Verdict) else unverified_entry(r) for r in results]
     entries += [system_entry(r) if isinstance(r, SysVerdict) else unverified_entry(r, "system") for r in systems]
     write_report(args, "verify", entries, [r.table for r in results if isinstance(r, Verdict)])

@@ -34,13 +34,22 @@ def evaluate(expr: Expr, leaf: Callable[[Ref], Any], state: Callable[[], Any]) -
     if isinstance(expr, Ref):
         return expr.value if expr.kind == "const" else leaf(expr)
     if isinstance(expr, InStates):
-        inside = np.isin(state(), sorted(expr.indices))
+        inside = _in_states(state(), expr.indices)
         return ~inside if expr.negated else inside
     if isinstance(expr, Unary):
         operand = evaluate(expr.operand, leaf, state)
         return np.logical_not(operand) if expr.op == "not" else -operand
     assert isinstance(expr, Binary)
     return _BINARY[expr.op](evaluate(expr.left, leaf, state), evaluate(expr.right, leaf, state))
+
+
+def _in_states(states: Any, indices: frozenset[int]) -> Any:
+    """Whether each state index is one of ``indices``: one lookup in a table of the states
+    (``np.isin`` makes several passes over a column of every configuration). Indices past the
+    table's end read its last entry, which is never a member."""
+    member = np.zeros(max(indices, default=0) + 2, dtype=np.bool_)
+    member[sorted(indices)] = True
+    return np.take(member, states, mode="clip")
 
 
 def variable_bound(var: Any) -> int:

@@ -65,6 +65,7 @@ from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex
 from agentfsm.verify.table import batched, intervals
 from agentfsm.verify.table.batched import NO_EDGE, STUTTER
 from agentfsm.verify.table.intervals import Fold
+from agentfsm.verify.table.state_memo import Edge, Edges, state_memo
 
 Label = tuple[str, tuple[Value, ...]]
 PROGRESS_EVERY = 1 << 15
@@ -359,6 +360,8 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     entries = [[(plan.label, plan.rmask, plan.memo, plan, None if plan.fold is None else
                  (plan.fold.shift, plan.fold.mask, plan.fold.classes)) for plan in state_plans]
                for state_plans in plans]
+    memos = [state_memo([(plan.rmask, plan.fold) for plan in state_plans], packing) for state_plans in plans]
+    whole: list[StateEntry | None] = [None if m is None else m.entry() for m in memos]
     ignore = table.unhandled.policy == "ignore"
     codes: list[int] = []
     ex.codes, index = codes, ex.index
@@ -379,7 +382,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
             reported = last + 1
             _report(ex, count, transitions, last, built[1], progress, limit, depth)
 
-    i = _scalar(ex, entries, unhandled_labels, ignore, index, built, 0, wide, report)
+    i = _scalar(ex, entries, whole, unhandled_labels, ignore, index, built, 0, wide, report)
     scalar.append((0, i))
     if i < len(codes):
         graph = batched.Graph(*(array("i" if k == 4 else "q", part) for k, part in enumerate(built)))
@@ -396,7 +399,7 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
             i = batched.run(levels, i, graph, visited, report, LEVEL_LOW, ex.kept_edges)
             if i < len(graph.codes):
                 start = i
-                i = _scalar(ex, entries, unhandled_labels, ignore, visited, built, i, wide, report)
+                i = _scalar(ex, entries, whole, unhandled_labels, ignore, visited, built, i, wide, report)
                 scalar.append((start, i))
         ex.code_index = visited
         ex.codes = graph.view("codes")
@@ -407,9 +410,10 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
 
 
 Entry = tuple[int, int, dict[int, tuple[int, int]], _Plan, tuple[int, int, tuple[int, ...]] | None]
+StateEntry = tuple[int, int, int, tuple[int, ...], dict[int, Edges]]   # ``StateMemo.entry``
 
 
-def _scalar(ex: Exploration, entries: list[list[Entry]],
+def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry | None],
             unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
             built: list[MutableSequence[int]], i: int, wide: int | None,
             report: Callable[[int, int, int, bool], None]) -> int:
@@ -420,7 +424,9 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
     unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
     sees appended items, so it is the breadth-first queue), parents and edges appended to
     typed arrays and progress reported between chunks rather than
-    tested per configuration."""
+    tested per configuration. A state memo's edges (``state_memo``) and the per-label loop
+    append a successor the same way, written out twice: a call per edge would cost more than
+    the work it shares."""
     codes, parent, parent_label, offsets, edge_label, edge_target, stutter = built
     base = offsets[-1] - len(edge_target)   # edges counted but not kept (none unless ``kept_edges`` is False)
     smask = ex.packing.state_mask
@@ -430,6 +436,33 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
         start = i
         for code in islice(queue, CHECK_EVERY):
             state = code & smask
+            at = whole[state]
+            if at is not None:   # the state's memo: every edge at one lookup (``state_memo``)
+                wmask, wshift, wfield, wclasses, wmemo = at
+                key = (code & wmask) | wclasses[code >> wshift & wfield]
+                found = wmemo.get(key)
+                if found is None:
+                    found = _fill(ex, entries[state], whole, state, key, i, code)
+                if found is not None:
+                    labels, steps = found
+                    edge_label.extend(labels)
+                    for label, keep, add in steps:
+                        new = (code & keep) + add
+                        j = index.get(new)
+                        if j is None:
+                            j = index[new] = len(codes)
+                            codes.append(new)
+                            parent.append(i)
+                            parent_label.append(label)
+                        edge_target.append(j)
+                    if ignore:
+                        for label in unhandled_labels[state]:
+                            stutter.append(base + len(edge_target))
+                            edge_label.append(label)
+                            edge_target.append(i)
+                    offsets.append(base + len(edge_target))
+                    i += 1
+                    continue
             for label, rmask, memo, plan, fold in entries[state]:
                 if fold is None:
                     hit = memo.get(code & rmask)
@@ -473,6 +506,35 @@ def _scalar(ex: Exploration, entries: list[list[Entry]],
     if i == len(codes):
         report(len(codes), offsets[-1], i - 1, True)
     return i
+
+
+def _fill(ex: Exploration, state_entries: list[Entry], whole: list[StateEntry | None], state: int, key: int,
+          i: int, code: int) -> Edges | None:
+    """Every edge of configuration ``i`` (``code``, state memo key ``key``) from its plans,
+    memoised for the state; or ``None``, and the state's memo off for good, when an outcome
+    is not plain (an error or an ignored event, which the per-label loop records) or a plan
+    is evaluated directly, or about to be (its outcomes are then counted as it goes, so the
+    per-label loop must be the one to evaluate it)."""
+    edges: list[Edge] = []
+    for label, _, memo, plan, _ in state_entries:
+        hit = memo.get(plan.key(code))
+        if hit is None:
+            if plan.direct_from is not None or len(memo) >= MEMO_LIMIT:
+                whole[state] = None
+                return None
+            hit = _miss(ex, plan, i, state, code)
+        keep, add = hit
+        if keep >= 0:
+            edges.append((label, keep, add))
+        elif ex._outcome_error[~keep] is not None or ex._outcome_ignored[~keep]:
+            whole[state] = None
+            return None
+    at = whole[state]
+    assert at is not None
+    if len(at[4]) >= MEMO_LIMIT:
+        whole[state] = None
+    found = at[4][key] = (array("i", [label for label, _, _ in edges]), tuple(edges))
+    return found
 
 
 def _groups(ex: Exploration, plans: list[list[_Plan]]) -> list[list[batched.Group]]:

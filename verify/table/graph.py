@@ -131,13 +131,24 @@ def _weights(ex: Exploration) -> npt.NDArray[np.float64]:
 
 
 def can_reach(ex: Exploration, goal: Bools) -> Bools:
-    """For every configuration: True if some configuration with ``goal`` is reachable from it.
+    """For every configuration: True if some configuration with ``goal`` is reachable from it
+    (the reversed graph is made once per exploration: ``always-reachable`` properties share it)."""
+    reverse = ex.columns.get("reverse")
+    if reverse is None:
+        offsets, targets, _ = csr(ex)
+        reverse = ex.columns["reverse"] = reversed_matrix(ex, offsets, targets)
+    return reached_back(ex, reverse, goal)
 
-    A breadth-first search of the reversed graph from a virtual node ``n`` whose edges
-    lead to every goal configuration."""
-    n = ex.count
-    offsets, targets, _ = csr(ex)
-    reverse = _matrix(n, offsets, targets, np.ones(len(targets), dtype=np.int8)).T.tocsr()   # int8: cheap to move
+
+def reversed_matrix(ex: Exploration, offsets: Ints, targets: Ints) -> Any:
+    """The CSR graph ``(offsets, targets)`` reversed, as a matrix."""
+    return _matrix(len(offsets) - 1, offsets, targets, _weights(ex)).T.tocsr()
+
+
+def reached_back(ex: Exploration, reverse: Any, goal: Bools) -> Bools:
+    """The nodes from which some ``goal`` node is reachable, given the graph ``reverse``d: a
+    breadth-first search of it from a virtual node ``n`` whose edges lead to every goal node."""
+    n = len(goal)
     goals = np.flatnonzero(goal)
     indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
     indices = np.concatenate((reverse.indices, goals))
@@ -146,6 +157,16 @@ def can_reach(ex: Exploration, goal: Bools) -> Bools:
     marked = np.zeros(n + 1, dtype=np.bool_)
     marked[reached] = True
     return marked[:n]
+
+
+def kept_matrix(ex: Exploration, offsets: Ints, targets: Ints, keep: Bools) -> Any:
+    """The matrix of the edges ``keep`` marks in the CSR graph ``(offsets, targets)``, read as
+    they are (no coordinates to sort), duplicates summed: scipy's strong components loop
+    forever on duplicate edges (two events, one target)."""
+    kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
+    matrix = _matrix(len(offsets) - 1, kept, targets[keep], _weights(ex))
+    matrix.sum_duplicates()
+    return matrix
 
 
 def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]] | None:
@@ -159,14 +180,11 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     offsets, targets, labels = csr(ex)
     keep = np.asarray(allowed, dtype=np.bool_)[labels]
     keep[np.frombuffer(ex.stutter, dtype=np.longlong)] = False   # an ignored event is no progress
-    kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
-    sub_targets = targets[keep]
-    subgraph = _matrix(n, kept, sub_targets, _weights(ex))
-    subgraph.sum_duplicates()   # scipy's strong components loop forever on duplicate edges (two events, one target)
+    subgraph = kept_matrix(ex, offsets, targets, keep)
     count, component = connected_components(subgraph, directed=True, connection="strong")
     cyclic = np.bincount(component, minlength=count) > 1
-    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(kept))
-    cyclic[component[sources[sources == sub_targets]]] = True
+    sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(subgraph.indptr))
+    cyclic[component[sources[sources == subgraph.indices]]] = True
     on_cycle = cyclic[component]
     if not on_cycle.any():
         return None

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from agentfsm.verify.table import regions
 from agentfsm.verify.table.explore import Exploration
-from agentfsm.verify.table.graph import breadth_first_order, connected_components, csr_matrix
+from agentfsm.verify.table.graph import connected_components, kept_matrix, reached_back, reversed_matrix
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -74,31 +75,15 @@ def progress(ex: Exploration) -> Progress:
     return result
 
 
-def _matrix(n: int, sources: Ints, targets: Ints) -> Any:
-    """An n×n adjacency matrix; scipy's strong components need duplicate edges summed, which
-    the conversion from coordinates to CSR does."""
-    return csr_matrix((np.ones(len(sources)), (sources, targets)), shape=(n, n))
-
-
-def reach_back(n: int, sources: Ints, targets: Ints, goal: Bools) -> Bools:
-    """Nodes from which some ``goal`` node is reachable over the given edges."""
-    if not goal.any():
-        return goal.copy()
-    virtual = np.full(int(goal.sum()), n, dtype=np.int64)
-    rows = np.concatenate((targets, virtual))
-    cols = np.concatenate((sources, np.flatnonzero(goal)))
-    reverse = _matrix(n + 1, rows, cols)
-    reached = breadth_first_order(reverse, n, directed=True, return_predecessors=False)
-    marked = np.zeros(n + 1, dtype=np.bool_)
-    marked[reached] = True
-    return marked[:n]
-
-
 def enabled(ex: Exploration, event: int) -> Bools:
-    """Configurations where ``event`` (its index in the table) is enabled."""
-    g = progress(ex)
-    mask = np.zeros(ex.count, dtype=np.bool_)
-    mask[g.sources[g.events == event]] = True
+    """Configurations where ``event`` (its index in the table) is enabled (computed once per
+    exploration: each liveness property reads it)."""
+    cached: dict[int, Bools] = ex.columns.setdefault("enabled", {})
+    mask = cached.get(event)
+    if mask is None:
+        g = progress(ex)
+        mask = cached[event] = np.zeros(ex.count, dtype=np.bool_)
+        mask[g.sources[g.events == event]] = True
     return mask
 
 
@@ -107,22 +92,31 @@ def fair_components(ex: Exploration, region: Bools) -> Ints:
 
     A fair component is a strongly connected set of configurations of ``region``, joined
     by edges inside it, that holds an infinite fair run (see the module docstring)."""
-    n, g = ex.count, progress(ex)
+    g = progress(ex)
+    part = regions.region(g.offsets, g.targets, region)
+    return part.spread(_fair(ex, part), -1, ex.count)
+
+
+def _fair(ex: Exploration, part: regions.Region) -> Ints:
+    """``fair_components`` over the region's own graph (``regions``): per local node."""
+    m, g = part.size, progress(ex)
     fairness = [(ex.table.events.index(ex.table.event(name)), kind) for name, kind in ex.table.fairness.items()]
-    enabled_by = {e: enabled(ex, e) for e, _ in fairness}
-    alive = region.copy()
-    fair = np.full(n, -1, dtype=np.int64)
+    enabled_by = {e: enabled(ex, e)[part.nodes] for e, _ in fairness}
+    events = g.events[part.edges]
+    alive = np.ones(m, dtype=np.bool_)
+    fair = np.full(m, -1, dtype=np.int64)
     next_id = 0
     while alive.any():
-        inside = alive[g.sources] & alive[g.targets]
-        s, t, ev = g.sources[inside], g.targets[inside], g.events[inside]
-        count, comp = connected_components(_matrix(n, s, t), directed=True, connection="strong")
+        inside = alive[part.sources] & alive[part.targets]
+        s, t, ev = part.sources[inside], part.targets[inside], events[inside]
+        count, comp = connected_components(kept_matrix(ex, part.offsets, part.targets, inside), directed=True,
+                                           connection="strong")
         internal = comp[s] == comp[t]
         size = np.bincount(comp[alive], minlength=count)
         nontrivial = size > 1
         nontrivial[comp[s[s == t]]] = True
         weak_ok, strong_bad = nontrivial, np.zeros(count, dtype=np.bool_)
-        cut = np.zeros(n, dtype=np.bool_)
+        cut = np.zeros(m, dtype=np.bool_)
         for e, kind in fairness:
             taken = np.zeros(count, dtype=np.bool_)
             taken[comp[s[internal & (ev == e)]]] = True
@@ -155,14 +149,14 @@ class Escape:
 
 def avoiders(ex: Exploration, avoid: Bools) -> tuple[Bools, Bools, Ints]:
     """Configurations of ``avoid`` from which some maximal fair run never leaves ``avoid``:
-    ``(from where, the ends such runs reach, the fair component ids)``."""
-    g = progress(ex)
-    n = ex.count
-    terminal = avoid & (g.out_degree == 0)
-    fair = fair_components(ex, avoid)
-    ends = terminal | (fair >= 0)
-    inside = avoid[g.sources] & avoid[g.targets]
-    return reach_back(n, g.sources[inside], g.targets[inside], ends) & avoid, ends, fair
+    ``(from where, the ends such runs reach, the fair component ids)``; worked out on the
+    region's own graph (``regions``)."""
+    g, n = progress(ex), ex.count
+    part = regions.region(g.offsets, g.targets, avoid)
+    fair = _fair(ex, part)
+    ends = (part.degree == 0) | (fair >= 0)
+    escapes = reached_back(ex, reversed_matrix(ex, part.offsets, part.targets), ends)
+    return part.spread(escapes, False, n), part.spread(ends, False, n), part.spread(fair, -1, n)
 
 
 def escape(ex: Exploration, avoid: Bools, ends: Bools, fair: Ints, start: int) -> Escape:
