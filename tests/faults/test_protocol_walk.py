@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agentfsm.faults.protocol_audit import Auditor
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
-from agentfsm.faults.runtime_walk import RuntimeProtocol
+from agentfsm.faults.runtime_walk import PoolProtocol, RuntimeProtocol
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.durable.protocol_log import ProtocolLog
 from agentfsm.impl.stores.journal import JSON
@@ -164,10 +164,12 @@ CAUGHT_BY_THE_RUNTIME = {
     "resume-takes-no-claim": "worker[1] takes Refused", "status-under-old-token": "environment -> worker[0]: AskStatus"}
 
 
-def runtime_walks(store: OwnedStore, seeds: range, walked: Walked | None = None) -> list[Divergence]:
-    """The first divergence of the walks whose workers are real processes (none: [])."""
+def runtime_walks(store: OwnedStore, seeds: range, walked: Walked | None = None,
+                  processes: type[RuntimeProtocol] = RuntimeProtocol) -> list[Divergence]:
+    """The first divergence of the walks whose workers are real processes (none: []): ``agentfsm
+    run --resume`` bodies, or the pool's workers (``PoolProtocol``, PostgreSQL only)."""
     for seed in seeds:
-        real = RuntimeProtocol(store, MemoryLedger(), f"runtime-{uuid.uuid4().hex[:8]}-{seed}")
+        real = processes(store, MemoryLedger(), f"runtime-{uuid.uuid4().hex[:8]}-{seed}")
         divergence = walk(SYSTEM, real, seed, LENGTH, walked or Walked())
         if divergence is not None:
             return [divergence]
@@ -189,6 +191,21 @@ def test_the_real_runtime_on_postgresql_follows_the_model(pg_url: str) -> None:
         try:
             walked = Walked()
             found = runtime_walks(store, range(RUNTIME_WALKS // 4), walked)
+        finally:
+            store.close()
+    assert not found, "\n".join(map(str, found))
+    assert walked.checked > 100
+
+
+def test_the_pool_workers_follow_the_model(pg_url: str) -> None:
+    """The model's workers played by PostgreSQL's pool ``Worker`` (its claim from the queue, its
+    lease-renewing tool, its finish): every worker step its next call, every answer the model's."""
+    from agentfsm.impl.stores.postgres import PostgresStore
+    with fresh_schema(pg_url) as schema:
+        store = PostgresStore(pg_url, schema)
+        try:
+            walked = Walked()
+            found = runtime_walks(store, range(RUNTIME_WALKS // 4), walked, PoolProtocol)
         finally:
             store.close()
     assert not found, "\n".join(map(str, found))
