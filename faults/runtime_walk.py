@@ -399,6 +399,13 @@ class GatedQueue(GatedStore):
             self.process.answer = ("Granted", (lease.token, journal(self.store.records(lease.run_id))))
         return lease
 
+    def renew(self, lease: Lease) -> None:
+        """The renewal a worker makes before each tool call (``GuardedTool``) is time, as the
+        heartbeat's: the scheduler's. It is made while the model's lease is the worker's; once the
+        model's lease ran out, it counts as made before (the model renews no lapsed lease)."""
+        if self.process.real.holder == (self.process.who, lease.token):
+            self.queue.renew(lease)
+
     def finish(self, lease: Lease, status: str, outcome: str) -> None:
         self.queue.finish(lease, status, outcome)
 
