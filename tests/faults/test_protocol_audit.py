@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -484,3 +485,42 @@ def test_an_answer_logged_before_other_processes_records_is_taken_with_its_owner
                write("B", "completed", 2)]
     verdict = AUDITOR.audit_records(records)
     assert verdict.ok and verdict.windows == 1, verdict.unexplained
+
+
+def damages(lines: list[str], foreign: str) -> Iterator[tuple[str, int, list[str]]]:
+    """Each damage of a log, by kind and place: a record dropped, two neighbours swapped, a foreign record put in."""
+    for i in range(len(lines)):
+        yield "dropped", i + 1, lines[:i] + lines[i + 1:]
+    for i in range(len(lines) - 1):
+        yield "swapped", i + 1, [*lines[:i], lines[i + 1], lines[i], *lines[i + 2:]]
+    for i in range(len(lines) + 1):
+        yield "foreign", i + 1, [*lines[:i], foreign, *lines[i:]]
+
+
+def test_a_real_runs_log_damaged_anywhere_gets_a_clear_verdict(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The log a real run wrote (A taken over by B, its late call refused), each record dropped, each
+    two neighbours swapped, and a record of another real run's log (another store's: its owner A
+    completing under token 1) put in at each place: every one gets a verdict, explained or its first
+    unexplained record named, never a traceback; and ``agentfsm audit`` reports the first unexplained
+    damage of each kind with the log's file and line (exit 1)."""
+    for run in ("taken", "other"):
+        (tmp_path / run).mkdir()
+    _, log = two_owners(tmp_path / "taken", "taken-over", lambda: SqliteStore(tmp_path / "taken" / "j.db"))
+    _, other = two_owners(tmp_path / "other", "contended", lambda: SqliteStore(tmp_path / "other" / "j.db"))
+    lines = log.read_text().splitlines()
+    foreign = next(line for line in other.read_text().splitlines() if '"what":"completed"' in line)
+    assert AUDITOR.audit_log(log).ok
+    first: dict[str, tuple[int, list[str]]] = {}
+    for kind, place, damaged in damages(lines, foreign):
+        verdict = AUDITOR.audit_records([{**json.loads(line), "_line": n} for n, line in enumerate(damaged, 1)])
+        assert verdict.windows >= 1 and all(" of its window" in why for why in verdict.unexplained), (kind, place)
+        if not verdict.ok:
+            first.setdefault(kind, (place, damaged))
+    assert sorted(first) == ["dropped", "foreign", "swapped"], first   # each kind of damage is caught somewhere
+    for place, damaged in first.values():
+        path = tmp_path / f"damaged-{place}.jsonl"
+        path.write_text("\n".join(damaged) + "\n")
+        code, out, err = run_cli(["audit", SYSTEM, str(path)], capsys)
+        assert code == 1 and "Traceback" not in out + err, out + err
+        assert re.search(rf"the logs part from the system at {re.escape(str(path))}:\d+", out), out
