@@ -22,6 +22,9 @@ RUNS = 100   # runs a store: the issue's clean campaign, and make chaos's
 
 
 def summed(store: str, scenarios: tuple[str, ...], trials: int, rows: list[Row]) -> dict[str, int | str]:
+    for row in rows:   # what the audit could not explain, to look at (the campaign's notes say why)
+        for note in row.notes if row.unexplained else ():
+            print(f"{store} {row.scenario} ({row.agent}): {note}", flush=True)
     return {"store": store, "scenarios": len(scenarios), "trials a scenario": trials,
             "runs": sum(r.runs for r in rows), "effects audited": sum(r.audited for r in rows),
             "unexplained": sum(r.unexplained for r in rows), "cut": sum(r.cut for r in rows)}
