@@ -1,10 +1,11 @@
 """The figures of the model-based walks (docs/durability.md, "The code held to its model"): how
 many seeded walks of durable-run-fixed.yaml the real code followed — with the scheduler playing
 the workers against the real store and ledger tool, and with the workers real processes of the
-durable runtime (``agentfsm.faults.runtime_walk``) — their steps, the real calls and worker steps
+durable runtime (``agentfsm.faults.runtime_walk``: ``agentfsm run --resume`` bodies, and on
+PostgreSQL the pool's workers too) — their steps, the real calls and worker steps
 checked, the distinct system configurations the walks passed through (as the explorer counts
 them, under symmetry, beside the explorer's total) and the CPU time, on SQLite and PostgreSQL;
-then, for each planted defect (tests/protocol_plants.py), the walk and step that caught it.
+then, for each planted defect (tests/protocol_plants.py) on each store, the walk and step that caught it.
 Recorded as ``protocol-walks`` and ``protocol-walk-plants`` (bench/figures.py). Usage:
 ``.venv/bin/python bench/protocol_walks.py [--walks N] [--pg-walks N] [--length N] [--no-pg]``;
 PostgreSQL is $AGENTFSM_TEST_PG_URL, else the private server of scripts/postgres.sh.
@@ -19,11 +20,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
-from agentfsm.faults.runtime_walk import RuntimeProtocol
+from agentfsm.faults.runtime_walk import PoolProtocol, QueueStore, RuntimeProtocol
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.stores.leases import OwnedStore
 from agentfsm.impl.stores.sqlite import SqliteStore
@@ -36,10 +37,13 @@ from figures import record
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM = load_system(str(ROOT / "spec/systems/durable-run-fixed.yaml"))
 Real = Callable[[OwnedStore, str], RealProtocol]
+POOL = "pool workers"
 WORKERS: dict[str, Real] = {
     "played by the scheduler": lambda store, run: RealProtocol(store, MemoryLedger(), run),
     "real runtime processes": lambda store, run: RuntimeProtocol(store, MemoryLedger(), run),
+    POOL: lambda store, run: PoolProtocol(cast(QueueStore, store), MemoryLedger(), run),   # PostgreSQL's queue only
 }
+SQLITE_WORKERS = [w for w in WORKERS if w != POOL]
 
 
 def clean(name: str, workers: str, store: OwnedStore, walks: int, length: int, total: int) -> dict[str, Any]:
@@ -69,17 +73,18 @@ def first_catch(store: OwnedStore, workers: str, plant: Callable[[pytest.MonkeyP
                      is not None), None)
 
 
-def plants(store: OwnedStore, walks: int, length: int) -> list[dict[str, Any]]:
+def plants(store_name: str, store: OwnedStore, kinds: list[str], walks: int, length: int) -> list[dict[str, Any]]:
     sys.path.insert(0, str(ROOT / "tests"))
     from protocol_plants import PLANTS, RUNTIME_PLANTS
     rows = []
     for name, plant in sorted({**PLANTS, **RUNTIME_PLANTS}.items()):
-        row: dict[str, Any] = {"plant": name}
+        row: dict[str, Any] = {"plant": name, "store": store_name}
         for workers in WORKERS:
-            found = first_catch(store, workers, plant, walks, length)
-            row[workers] = (f"walk {found.seed}, step {found.step}: {found.label}" if found
+            found = first_catch(store, workers, plant, walks, length) if workers in kinds else None
+            row[workers] = ("no queue" if workers not in kinds else
+                            f"walk {found.seed}, step {found.step}: {found.label}" if found
                             else f"not caught in {walks} walks")
-        print(f"plant {name}: " + "; ".join(f"{w}: {row[w]}" for w in WORKERS))
+        print(f"plant {name} on {store_name}: " + "; ".join(f"{w}: {row[w]}" for w in WORKERS))
         rows.append(row)
     return rows
 
@@ -95,8 +100,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         store = SqliteStore(Path(folder) / "runs.db")
-        rows += [clean("sqlite", workers, store, args.walks, args.length, total) for workers in WORKERS]
-        caught = plants(store, 200, args.length)
+        rows += [clean("sqlite", workers, store, args.walks, args.length, total) for workers in SQLITE_WORKERS]
+        caught = plants("sqlite", store, SQLITE_WORKERS, 200, args.length)
         store.close()
     if args.no_pg:
         return
@@ -105,6 +110,7 @@ def main() -> None:
     pg = PostgresStore(server_url(), schema)
     try:
         rows += [clean("postgresql", workers, pg, args.pg_walks, args.length, total) for workers in WORKERS]
+        caught += plants("postgresql", pg, list(WORKERS), 200, args.length)
     finally:
         pg._execute(f"DROP SCHEMA {schema} CASCADE")
         pg.close()
@@ -117,9 +123,11 @@ def main() -> None:
                 "PostgreSQL's server not counted). `configurations`: the distinct ones the walks passed through, "
                 "under symmetry; `× played`: CPU a walk against the walks with the scheduler's own workers on the "
                 "same store.")
-    record("protocol-walk-plants", caught, table="tests/protocol_plants.py on SQLite, up to 200 walks each",
-           note="The first walk and step where the real code and the model disagree; the scheduler's own "
-                "workers take no claim through the runtime's claim_run nor query the status through DurableRun.")
+    caught.sort(key=lambda row: (row["plant"], row["store"] != "sqlite"))
+    record("protocol-walk-plants", caught, table="tests/protocol_plants.py on SQLite and PostgreSQL, up to 200 walks "
+           "each", note="The first walk and step where the real code and the model disagree; the scheduler's own "
+           "workers take no claim through the runtime's claim_run nor query the status through DurableRun; the pool's "
+           "workers (PostgreSQL's queue) take no claim_run and make no decision (a blocked job waits for the user).")
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ class RealProtocol:
         self.seconds = lease_seconds
         self.log = log or ProtocolLog(None, "")
         self.elapsed = 0.0   # the walk's time, ahead of the wall clock: a lease's lapse shows in the log
+        self.holder: tuple[int, int] | None = None   # the model's lease in the step taken: (worker, token)
         self.log.clock = self.now
         self.key = KEY
         if create:
@@ -224,6 +225,7 @@ def walk(system: System, real: RealProtocol, seed: int, length: int, walked: Wal
             walked.steps += 1
             if seen is not None:
                 seen.add(after)
+            real.holder = _holder(system, after)
             found = _perform(system, real, label, config, after, effect, walked, log)
             if found is not None:
                 model, actual = found
@@ -300,6 +302,14 @@ def _record(system: System, label: Label, answer: Answer | None) -> dict[str, JS
     if event == "Status":
         return {"op": "status", **owner, **token, "answer": reply}
     return {"op": event.lower(), **owner, **token, **({"result": reply} if event == "Run" else {})}
+
+
+def _holder(system: System, config: Config) -> tuple[int, int] | None:
+    """The worker whose lease the model's store holds, and its token (None: no lease runs)."""
+    store = system.instance("store").index
+    if not _var(system, config, store, "leased"):
+        return None
+    return int(_var(system, config, store, "owner")), int(_var(system, config, store, "epoch"))
 
 
 def _live(system: System, config: Config) -> list[tuple[int, int]] | None:

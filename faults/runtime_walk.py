@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Protocol, cast
 
 from agentfsm.faults.chaos import COUNTER_TABLE
 from agentfsm.faults.protocol_walk import Answer, RealProtocol
@@ -29,7 +30,8 @@ from agentfsm.impl.durable.ledger import Fenced, Ledger, LedgerTool
 from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, Options, StatusReply
 from agentfsm.impl.stores.journal import COMPLETED, JSON, STARTED, Conflict, Entry, JournalError, Loaded, Record
-from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore, RunHeld
+from agentfsm.impl.stores.leases import Job, Lease, LeaseLost, LeasingStore, OwnedStore, RunHeld
+from agentfsm.impl.workers.worker import Worker, submit
 from agentfsm.spec.build import load_table_bytes
 from agentfsm.spec.expr import Value
 
@@ -90,34 +92,22 @@ class Process:
             self.resume()
 
     def _main(self) -> None:
-        gate = GatedStore(self)
+        gate = self.real.gate(self)
         # the runtime's protocol log, as the process writes it, stamped by the walk's clock
         log = ProtocolLog(self.real.log.path, self.owner, self.real.now)
-        lease: Lease | None = None
         try:
-            lease = ownership.claim_run(gate, self.real.run_id, self.owner, self.real.seconds, log)
-            tools = {"Note": GatedTool(self, LedgerTool(self.real.ledger, idempotent=False, has_status=True))}
-            run = DurableRun.open(LoggedStore(gate, lease, log), TABLE, self.real.run_id, tools, options=Options())
-            for key in list(run.st.effects):
-                with contextlib.suppress(DecisionError):   # the CLI reports it (exit 2): nothing to decide
-                    run.decide(key, "rerun")
-            self.stopped = "done"
+            self.stopped = self.real.body(self, gate, log)
         except RunHeld:
             self.stopped = "refused"
         except LeaseLost as exc:
             self.stopped = f"lease lost ({exc})"
         except Killed:
             self.stopped = "crashed"
-            lease = None      # a crashed process releases nothing
         except Exception as exc:   # the walk reports it as the real code's answer
             self.stopped = f"{type(exc).__name__}: {exc}"
         finally:
             try:
                 self.stopped = self.stopped or "stopped"
-                if lease is not None:   # as Ownership.close: given back, a lost lease's release changes nothing
-                    with contextlib.suppress(JournalError):
-                        gate.release(lease)
-                        log.released(lease)
                 log.close()
                 self.store.close()
             finally:
@@ -255,16 +245,42 @@ class RuntimeProtocol(RealProtocol):
     def __init__(self, store: OwnedStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0,
                  log: ProtocolLog | None = None) -> None:
         super().__init__(store, ledger, run_id, lease_seconds, log, create=False)
-        emitted = DurableRun.create(store, TABLE, run_id, {"Note": LedgerTool(ledger, False, True)})
+        emitted = self._created()
         emitted.performer = lambda effect, retry: None   # the process that emitted it stopped there
         emitted.deliver("Tick")
         self.key = next(iter(emitted.st.effects))
         self.processes: dict[int, Process] = {}
         self.completed_at: int | None = None   # the token the effect's completion was acknowledged under
 
+    def _created(self) -> DurableRun:
+        """The run, made by the process that emits its effect (``agentfsm run --store``)."""
+        return DurableRun.create(self.store, TABLE, self.run_id, {"Note": LedgerTool(self.ledger, False, True)})
+
     def close(self) -> None:
         for process in self.processes.values():
             process.kill()
+
+    def gate(self, process: Process) -> GatedStore:
+        """The process's connection to the store, parked before each call the model's store takes."""
+        return GatedStore(process)
+
+    def body(self, process: Process, gate: GatedStore, log: ProtocolLog) -> str:
+        """An ``agentfsm run --resume --decide KEY=rerun`` process: its claim (``claim_run``), the
+        recovery ``DurableRun.open`` makes, the decision, the release; why it ended."""
+        lease = ownership.claim_run(gate, self.run_id, process.owner, self.seconds, log)
+        try:
+            tools = {"Note": GatedTool(process, LedgerTool(self.ledger, idempotent=False, has_status=True))}
+            run = DurableRun.open(LoggedStore(gate, lease, log), TABLE, self.run_id, tools, options=Options())
+            for key in list(run.st.effects):
+                with contextlib.suppress(DecisionError):   # the CLI reports it (exit 2): nothing to decide
+                    run.decide(key, "rerun")
+        except Killed:
+            raise   # a crashed process releases nothing
+        except BaseException:
+            _release(gate, lease, log)
+            raise
+        _release(gate, lease, log)
+        return "done"
 
     def release(self, who: int, token: int) -> None:
         """The completing process released the run itself, at its end."""
@@ -341,6 +357,13 @@ class RuntimeProtocol(RealProtocol):
         return answer or ("nothing", ())
 
 
+def _release(gate: GatedStore, lease: Lease, log: ProtocolLog) -> None:
+    """As ``Ownership.close``: the run given back; a lost lease's release changes nothing."""
+    with contextlib.suppress(JournalError):
+        gate.release(lease)
+        log.released(lease)
+
+
 def _request_text(process: Process | None) -> str:
     if process is None:
         return "no process"
@@ -350,3 +373,99 @@ def _request_text(process: Process | None) -> str:
     event, token = process.request
     return f"{event}({token})" if event != "Claim" else "Claim"
 
+
+
+class QueueStore(OwnedStore, LeasingStore, Protocol):
+    """A store that is a work queue too (PostgreSQL's)."""
+
+
+class GatedQueue(GatedStore):
+    """A pool worker's connection to the queue: its claim is the model's ``Claim`` (a run held by a
+    live lease, or finished, is not claimed: the model's ``Refused``); the rest passes through."""
+
+    def __init__(self, process: Process, queue: QueueStore) -> None:
+        super().__init__(process)
+        self.queue = queue
+        self.transient_errors = queue.transient_errors
+
+    def claim(self, owner: str, machines: Sequence[str], seconds: float) -> Lease | None:
+        self.process.park(("Claim", 0))
+        lease = self.queue.claim(owner, machines, seconds)
+        if lease is None:
+            self.process.answer = ("Refused", ())
+        elif lease.run_id != self.process.real.run_id:
+            self.process.answer = (f"Granted another run, {lease.run_id!r}", ())
+        else:
+            self.process.answer = ("Granted", (lease.token, journal(self.store.records(lease.run_id))))
+        return lease
+
+    def renew(self, lease: Lease) -> None:
+        """The renewal a worker makes before each tool call (``GuardedTool``) is time, as the
+        heartbeat's: the scheduler's. It is made while the model's lease is the worker's; once the
+        model's lease ran out, it counts as made before (the model renews no lapsed lease)."""
+        if self.process.real.holder == (self.process.who, lease.token):
+            self.queue.renew(lease)
+
+    def finish(self, lease: Lease, status: str, outcome: str) -> None:
+        self.queue.finish(lease, status, outcome)
+
+    def submit(self, run_id: str, machine: str, entry: Entry, script: Sequence[Mapping[str, JSON]]) -> None:
+        self.queue.submit(run_id, machine, entry, script)
+
+    def jobs(self) -> list[Job]:
+        return self.queue.jobs()
+
+    def requeue(self, run_id: str, expect: int, entries: Sequence[Entry]) -> None:
+        self.queue.requeue(run_id, expect, entries)
+
+    def pending(self) -> int:
+        return self.queue.pending()
+
+
+class PoolProtocol(RuntimeProtocol):
+    """The run as a job of PostgreSQL's queue, its workers the pool's (``agentfsm worker``): each
+    process is a ``Worker`` serving one job — the claim (``claim``: the job's lease), the recovery
+    ``DurableRun.open`` makes through the lease-renewing tool (``GuardedTool``), the finish."""
+
+    claims_after_finish = False   # a finished job is claimed by no worker: the walk takes no such claim
+
+    def __init__(self, store: QueueStore, ledger: Ledger, run_id: str, lease_seconds: float = 600.0,
+                 log: ProtocolLog | None = None) -> None:
+        self.queue = store
+        super().__init__(store, ledger, run_id, lease_seconds, log)
+
+    def _created(self) -> DurableRun:
+        """The run, submitted to the queue with no event left to deliver, then opened by the worker
+        that emits its effect (and stopped there)."""
+        submit(self.queue, TABLE, self.run_id, [])
+        return DurableRun.open(self.store, TABLE, self.run_id, {"Note": LedgerTool(self.ledger, False, True)})
+
+    def _lease(self, who: int, token: int) -> Lease:
+        return Lease(self.run_id, TABLE.machine, token, f"worker-{who}", self.seconds)
+
+    def _shift(self, set_to: str) -> None:
+        with self.store._transaction():  # type: ignore[attr-defined]
+            self.store._execute(f"UPDATE jobs SET expires_at = {set_to} WHERE run_id = ?",  # type: ignore[attr-defined]
+                                (self.run_id,))
+
+    def close(self) -> None:
+        """The processes killed, the job retired: a later walk's worker claims its own run only."""
+        super().close()
+        self.store._execute("UPDATE jobs SET status = 'failed' WHERE run_id = ? AND status = 'queued'",  # type: ignore[attr-defined]
+                            (self.run_id,))
+
+    def gate(self, process: Process) -> GatedStore:
+        return GatedQueue(process, cast(QueueStore, process.store))
+
+    def body(self, process: Process, gate: GatedStore, log: ProtocolLog) -> str:
+        """One ``Worker.serve_one``: why it ended (refused: nothing to claim; lease lost; failed; or
+        the job's status, done or blocked)."""
+        said: list[str] = []
+        tools = {"Note": GatedTool(process, LedgerTool(self.ledger, idempotent=False, has_status=True))}
+        worker = Worker(cast(GatedQueue, gate), {TABLE.machine: TABLE}, {TABLE.machine: tools}, process.owner,
+                        self.seconds, warn=said.append, log=said.append, protocol=log)
+        if not worker.serve_one():
+            return "refused"
+        tally = worker.tally
+        ended = "lease lost" if tally.lost else "failed" if tally.failed else "done" if tally.done else "blocked"
+        return f"{ended} ({'; '.join(said)})"

@@ -1,12 +1,14 @@
 """Planted protocol defects, each a plausible mistake in the real durable code, installed as a
 test-only monkeypatch (never a flag in the product): what the model-based walks and the audit
-must catch."""
+must catch. A mistake in a store is planted in SQLite's and PostgreSQL's alike (and in the job
+queue's claim and lease, where the pool's workers make the same mistake)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pytest
 from agentfsm.impl.durable import ownership
@@ -16,12 +18,19 @@ from agentfsm.impl.durable.run import DurableRun, EffectCall
 from agentfsm.impl.durable.state import Effect
 from agentfsm.impl.stores.journal import DECIDED, JSON, Entry
 from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
+from agentfsm.impl.stores.postgres import PostgresStore
 from agentfsm.impl.stores.sqlite import SqliteStore
+
+Store = TypeVar("Store", SqliteStore, PostgresStore)
+STORES = (SqliteStore, PostgresStore)
+# A lease's expiry in the past, as each store keeps it (seconds since the epoch; a server timestamp).
+LONG_AGO = {SqliteStore: "0", PostgresStore: "to_timestamp(0)"}
 
 
 def journal_unfenced(mp: pytest.MonkeyPatch) -> None:
     """The journal's append skips the fencing check: a write under a lost lease lands."""
-    mp.setattr(SqliteStore, "_check_fence", lambda self, lease: None)
+    for store in STORES:
+        mp.setattr(store, "_check_fence", lambda self, lease: None)
 
 
 def tool_unfenced(mp: pytest.MonkeyPatch) -> None:
@@ -37,39 +46,73 @@ def status_unfenced(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(MemoryLedger, "fence", lambda self, key, token: None)
 
 
+def _acquire_after(original: Callable[[Store, str, str, float], Lease],
+                   before: str) -> Callable[[Store, str, str, float], Lease]:
+    """A store's ``acquire`` with ``before`` (SQL on the run's owner row) run first."""
+    def acquire(self: Store, run_id: str, owner: str, seconds: float) -> Lease:
+        with self._transaction():
+            self._execute(before.format(long_ago=LONG_AGO[type(self)]), (run_id,))
+        return original(self, run_id, owner, seconds)
+    return acquire
+
+
+def _claim_after(before: str) -> Callable[[PostgresStore, str, Sequence[str], float], Lease | None]:
+    """The queue's ``claim`` with ``before`` (SQL on the machines' queued jobs) run first."""
+    original = PostgresStore.claim
+
+    def claim(self: PostgresStore, owner: str, machines: Sequence[str], seconds: float) -> Lease | None:
+        self._execute(before, (list(machines),))
+        return original(self, owner, machines, seconds)
+    return claim
+
+
 def claim_ignores_owner(mp: pytest.MonkeyPatch) -> None:
     """A resume takes the run without a claim that excludes the live owner (its lease's expiry,
-    renewed by the owner's heartbeat, is not looked at)."""
-    original = SqliteStore.acquire
-
-    def acquire(self: SqliteStore, run_id: str, owner: str, seconds: float) -> Lease:
-        with self._transaction():
-            self._conn.execute("UPDATE owners SET expires_at = 0 WHERE run_id = ?", (run_id,))
-        return original(self, run_id, owner, seconds)
-    mp.setattr(SqliteStore, "acquire", acquire)
+    renewed by the owner's heartbeat, is not looked at); a pool worker's claim of a job alike."""
+    lapse = "UPDATE owners SET expires_at = {long_ago} WHERE run_id = ?"
+    mp.setattr(SqliteStore, "acquire", _acquire_after(SqliteStore.acquire, lapse))
+    mp.setattr(PostgresStore, "acquire", _acquire_after(PostgresStore.acquire, lapse))
+    mp.setattr(PostgresStore, "claim", _claim_after(
+        "UPDATE jobs SET expires_at = to_timestamp(0) WHERE status = 'queued' AND machine = ANY(?)"))
 
 
-def claim_keeps_token(mp: pytest.MonkeyPatch) -> None:
-    """A claim that takes over a run keeps the previous owner's fencing token."""
-    original = SqliteStore.acquire
-
-    def acquire(self: SqliteStore, run_id: str, owner: str, seconds: float) -> Lease:
+def _keeping_token(original: Callable[[Store, str, str, float], Lease]) -> Callable[[Store, str, str, float], Lease]:
+    def acquire(self: Store, run_id: str, owner: str, seconds: float) -> Lease:
         lease = original(self, run_id, owner, seconds)
         if lease.token > 1:
             with self._transaction():
-                self._conn.execute("UPDATE owners SET token = token - 1 WHERE run_id = ?", (run_id,))
+                self._execute("UPDATE owners SET token = token - 1 WHERE run_id = ?", (run_id,))
             lease.token -= 1
         return lease
-    mp.setattr(SqliteStore, "acquire", acquire)
+    return acquire
+
+
+def claim_keeps_token(mp: pytest.MonkeyPatch) -> None:
+    """A claim that takes over a run keeps the previous owner's fencing token (a resume's, or a
+    pool worker's claim of a job)."""
+    mp.setattr(SqliteStore, "acquire", _keeping_token(SqliteStore.acquire))
+    mp.setattr(PostgresStore, "acquire", _keeping_token(PostgresStore.acquire))
+    original = PostgresStore.claim
+
+    def claim(self: PostgresStore, owner: str, machines: Sequence[str], seconds: float) -> Lease | None:
+        lease = original(self, owner, machines, seconds)
+        if lease is not None and lease.token > 1:
+            self._execute("UPDATE jobs SET token = token - 1 WHERE run_id = ?", (lease.run_id,))
+            lease.token -= 1
+        return lease
+    mp.setattr(PostgresStore, "claim", claim)
 
 
 def expiry_ignores_heartbeat(mp: pytest.MonkeyPatch) -> None:
-    """The lease runs out at its first expiry: the owner's heartbeat renewals are not counted."""
-    def renew(self: SqliteStore, lease: Lease) -> None:
-        row = self._conn.execute("SELECT token FROM owners WHERE run_id = ?", (lease.run_id,)).fetchone()
+    """The lease runs out at its first expiry: the owner's heartbeat renewals are not counted (an
+    owned lease's, or a job's)."""
+    def renew(self: SqliteStore | PostgresStore, lease: Lease) -> None:
+        table = "owners" if lease.owned else "jobs"
+        row = self._execute(f"SELECT token FROM {table} WHERE run_id = ?", (lease.run_id,)).fetchone()
         if row is None or int(row[0]) != lease.token:
             raise LeaseLost(lease.run_id, lease.token, "another process took the run over")
-    mp.setattr(SqliteStore, "renew", renew)
+    for store in STORES:
+        mp.setattr(store, "renew", renew)
 
 
 def tool_unguarded(mp: pytest.MonkeyPatch) -> None:

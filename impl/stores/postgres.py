@@ -5,9 +5,11 @@ The journal's SQL is ``agentfsm.impl.stores.sql``'s, as for SQLite. Compare-and-
 writers computed from one version, the second's UPDATE waits for the first to commit,
 then matches no row and gets ``Conflict``. Records and their snapshot commit in that
 transaction; checksums are verified on every read. A write made under a lease first locks
-the run's job row (``FOR SHARE``) and checks the fencing token and expiry there, in the
-same transaction: a claim committed before is seen (the write is refused with
-``LeaseLost``), and a claim that comes later skips the locked row until the write is done.
+the run's job row (``FOR SHARE``) and checks the fencing token there, in the same
+transaction: a claim committed before is seen (the write is refused with ``LeaseLost``), and
+a claim that comes later skips the locked row until the write is done. A lapsed lease that
+nobody claimed since still writes, renews and finishes, as an owned lease does: the token
+fences, and every claim raises it.
 
 The schema is versioned: ``agentfsm_schema`` holds one row per applied migration, and
 opening a store applies the missing ones under an advisory lock (one migrating process at
@@ -170,14 +172,16 @@ class PostgresStore(SqlJournal):
                 holder = "nobody" if held is None else f"{held[0]} (lease {held[1]})"
                 raise LeaseLost(lease.run_id, lease.token, f"the run is now owned by {holder}")
             return
-        row = self._conn.execute("SELECT token, status = 'queued' AND expires_at > clock_timestamp() FROM jobs "
-                                 "WHERE run_id = %s FOR SHARE", (lease.run_id,)).fetchone()
+        # The token alone fences, as an owned lease's: every claim raises it, so a lapsed lease nobody
+        # claimed since still writes (durable-run-fixed.yaml's store; docs/durability.md).
+        row = self._conn.execute("SELECT token, status = 'queued' FROM jobs WHERE run_id = %s FOR SHARE",
+                                 (lease.run_id,)).fetchone()
         if row is None:
             raise LeaseLost(lease.run_id, lease.token, "the run has no job")
         if int(row[0]) != lease.token:
             raise LeaseLost(lease.run_id, lease.token, f"another worker holds lease {row[0]}")
         if not row[1]:
-            raise LeaseLost(lease.run_id, lease.token, "the lease expired or the job was finished")
+            raise LeaseLost(lease.run_id, lease.token, "the job was finished")
 
     # -- one owner per run outside the queue (a CLI run) --------------------------------
 
@@ -246,19 +250,18 @@ class PostgresStore(SqlJournal):
             return
         cursor = self._conn.execute(
             "UPDATE jobs SET expires_at = clock_timestamp() + make_interval(secs => %s) WHERE run_id = %s "
-            "AND token = %s AND status = 'queued' AND expires_at > clock_timestamp()",
-            (lease.seconds, lease.run_id, lease.token))
+            "AND token = %s AND status = 'queued'", (lease.seconds, lease.run_id, lease.token))
         if cursor.rowcount != 1:
-            raise LeaseLost(lease.run_id, lease.token, "it expired or another worker claimed the run")
+            raise LeaseLost(lease.run_id, lease.token, "another worker claimed the run, or it was finished")
         lease.deadline = deadline
 
     def finish(self, lease: Lease, status: str, outcome: str) -> None:
         cursor = self._conn.execute(
             "UPDATE jobs SET status = %s, outcome = %s, finished_by = owner, finished_at = clock_timestamp(), "
-            "owner = NULL, expires_at = NULL WHERE run_id = %s AND token = %s AND status = 'queued' "
-            "AND expires_at > clock_timestamp()", (status, outcome, lease.run_id, lease.token))
+            "owner = NULL, expires_at = NULL WHERE run_id = %s AND token = %s AND status = 'queued'",
+            (status, outcome, lease.run_id, lease.token))
         if cursor.rowcount != 1:
-            raise LeaseLost(lease.run_id, lease.token, "it expired or another worker claimed the run")
+            raise LeaseLost(lease.run_id, lease.token, "another worker claimed the run, or it was finished")
 
     def requeue(self, run_id: str, expect: int, entries: Sequence[Entry]) -> None:
         """Journal the user's decisions on a blocked run and queue it again for a worker (which

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from agentfsm.impl.durable.ledger import LedgerTool, MemoryLedger
 from agentfsm.impl.durable.protocol_log import ENV, LoggedStore, ProtocolLog
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply
 from agentfsm.impl.stores.journal import JSON
-from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, RunHeld
+from agentfsm.impl.stores.leases import Heartbeat, Lease, LeaseLost, OwnedStore, RunHeld
 from agentfsm.impl.stores.sqlite import SqliteStore
 from agentfsm.spec import load_table
 from conftest import ROOT, run_cli
@@ -248,9 +249,9 @@ class Note:
         return None
 
 
-def process(store: SqliteStore, name: str, act: Callable[[LoggedStore], None]) -> None:
-    """One process on the run: claim, act through the logging fenced store, release."""
-    log = ProtocolLog(store.path.with_name("j.db.protocol.jsonl"), name)
+def process(store: OwnedStore, path: Path, name: str, act: Callable[[LoggedStore], None]) -> None:
+    """One process on the run: claim, act through the logging fenced store, release; its log at ``path``."""
+    log = ProtocolLog(path, name)
     lease = store.acquire("run", name, 30.0)
     log.claimed(lease)
     with contextlib.suppress(Crash, DecisionError):
@@ -260,13 +261,14 @@ def process(store: SqliteStore, name: str, act: Callable[[LoggedStore], None]) -
     log.close()
 
 
-def decided_twice(tmp_path: Path) -> tuple[list[str], Path]:
+def decided_twice(tmp_path: Path, opener: Opener) -> tuple[list[str], Path]:
     """A dies in the tool; B resumes, the effect is a decision, B decides rerun; C is given the
     same decision: the real DurableRun code throughout, each process's protocol log written."""
     table = tmp_path / "counter.yaml"
     table.write_text(COUNTER_TABLE)
     counter = load_table(table)
-    store = SqliteStore(tmp_path / "j.db")
+    store = opener()
+    log = tmp_path / "j.db.protocol.jsonl"
     ran: list[str] = []
 
     def first(fenced: LoggedStore) -> None:
@@ -276,23 +278,24 @@ def decided_twice(tmp_path: Path) -> tuple[list[str], Path]:
         run = DurableRun.open(fenced, counter, "run", {"Note": Note(ran)})
         run.decide(ran[0], "rerun")
 
-    process(store, "A", first)
-    process(store, "B", decide)
-    process(store, "C", decide)
+    process(store, log, "A", first)
+    process(store, log, "B", decide)
+    process(store, log, "C", decide)
     store.close()
-    return ran, tmp_path / "j.db.protocol.jsonl"
+    return ran, log
 
 
-def test_a_rerun_decision_begins_a_window_the_system_explains(tmp_path: Path) -> None:
-    ran, log = decided_twice(tmp_path)
+def test_a_rerun_decision_begins_a_window_the_system_explains(tmp_path: Path, opener: Opener) -> None:
+    ran, log = decided_twice(tmp_path, opener)
     assert len(ran) == 2   # the crashed call and the one rerun the user allowed
     verdict = AUDITOR.audit_log(log)
     assert (verdict.windows, verdict.explained, verdict.cut) == (2, 2, 1), verdict.unexplained
 
 
-def test_a_decision_applied_twice_is_caught_from_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_decision_applied_twice_is_caught_from_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         opener: Opener) -> None:
     RUNTIME_PLANTS["decision-applied-twice"](monkeypatch)
-    ran, log = decided_twice(tmp_path)
+    ran, log = decided_twice(tmp_path, opener)
     assert len(ran) == 3
     verdict = AUDITOR.audit_log(log)
     assert len(verdict.unexplained) == 1, verdict
@@ -319,16 +322,31 @@ def test_any_log_gets_a_verdict(records: list[dict[str, Any]]) -> None:
 LEASE = 1.0   # seconds: the heartbeat beats every third of it
 
 
+Opener = Callable[[], OwnedStore]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+    """How each process opens the store: SQLite's file, or a PostgreSQL schema of the test's own."""
+    if request.param == "sqlite":
+        yield lambda: SqliteStore(tmp_path / "j.db")
+        return
+    from agentfsm.impl.stores.postgres import PostgresStore
+    url = request.getfixturevalue("pg_url")
+    with fresh_schema(url) as schema:
+        yield lambda: PostgresStore(url, schema)
+
+
 class Owner:
     """One process on the run, in-process: its own connection, lease, logged heartbeat and log."""
 
-    def __init__(self, folder: Path, name: str) -> None:
-        self.store = SqliteStore(folder / "j.db")
+    def __init__(self, folder: Path, name: str, opener: Opener) -> None:
+        self.store = opener()
         self.log = ProtocolLog(folder / "j.db.protocol.jsonl", name)
         self.name = name
         self.lease: Lease | None = None
         self.beating: Heartbeat | None = None
-        self.beat_store: SqliteStore | None = None
+        self.beat_store: OwnedStore | None = None
 
     def claim(self) -> LoggedStore | None:
         try:
@@ -381,7 +399,7 @@ class Meanwhile:
         return self.tool.status(call)
 
 
-def two_owners(folder: Path, scenario: str) -> tuple[MemoryLedger, Path]:
+def two_owners(folder: Path, scenario: str, opener: Opener) -> tuple[MemoryLedger, Path]:
     """A calls the effect's tool; while the call is on its way, B tries to take the run:
     ``contended``: A is alive (its heartbeat renews); ``taken-over``: A stalls past its lease, B
     takes the run over and settles the effect by a status query; ``claimed``: A stalls, B claims
@@ -390,7 +408,7 @@ def two_owners(folder: Path, scenario: str) -> tuple[MemoryLedger, Path]:
     table.write_text(COUNTER_TABLE)
     counter = load_table(table)
     ledger = MemoryLedger()
-    a, b = Owner(folder, "A"), Owner(folder, "B")
+    a, b = Owner(folder, "A", opener), Owner(folder, "B", opener)
 
     def meanwhile() -> None:
         if scenario == "contended":
@@ -412,8 +430,8 @@ def two_owners(folder: Path, scenario: str) -> tuple[MemoryLedger, Path]:
 
 
 @pytest.mark.parametrize("scenario", ["contended", "taken-over", "claimed"])
-def test_two_owners_on_a_real_run_are_explained(scenario: str, tmp_path: Path) -> None:
-    ledger, log = two_owners(tmp_path, scenario)
+def test_two_owners_on_a_real_run_are_explained(scenario: str, tmp_path: Path, opener: Opener) -> None:
+    ledger, log = two_owners(tmp_path, scenario, opener)
     assert sum(ledger.executions().values()) == 1
     verdict = AUDITOR.audit_log(log)
     assert (verdict.windows, verdict.explained) == (1, 1), verdict.unexplained
@@ -438,10 +456,12 @@ PLANTED = {
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_a_planted_defect_is_caught_from_a_real_runs_log(plant: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                         monkeypatch: pytest.MonkeyPatch, opener: Opener) -> None:
+    """On each store: the first step of the run's log no interleaving explains, in the verdict and
+    in ``agentfsm audit``'s report, with its line and its prefix drawn."""
     scenario, step = PLANTED[plant]
     PLANTS[plant](monkeypatch)
-    _, log = two_owners(tmp_path, scenario)
+    _, log = two_owners(tmp_path, scenario, opener)
     verdict = AUDITOR.audit_log(log)
     assert len(verdict.unexplained) == 1, verdict
     assert step in verdict.unexplained[0], verdict.unexplained
@@ -465,3 +485,42 @@ def test_an_answer_logged_before_other_processes_records_is_taken_with_its_owner
                write("B", "completed", 2)]
     verdict = AUDITOR.audit_records(records)
     assert verdict.ok and verdict.windows == 1, verdict.unexplained
+
+
+def damages(lines: list[str], foreign: str) -> Iterator[tuple[str, int, list[str]]]:
+    """Each damage of a log, by kind and place: a record dropped, two neighbours swapped, a foreign record put in."""
+    for i in range(len(lines)):
+        yield "dropped", i + 1, lines[:i] + lines[i + 1:]
+    for i in range(len(lines) - 1):
+        yield "swapped", i + 1, [*lines[:i], lines[i + 1], lines[i], *lines[i + 2:]]
+    for i in range(len(lines) + 1):
+        yield "foreign", i + 1, [*lines[:i], foreign, *lines[i:]]
+
+
+def test_a_real_runs_log_damaged_anywhere_gets_a_clear_verdict(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The log a real run wrote (A taken over by B, its late call refused), each record dropped, each
+    two neighbours swapped, and a record of another real run's log (another store's: its owner A
+    completing under token 1) put in at each place: every one gets a verdict, explained or its first
+    unexplained record named, never a traceback; and ``agentfsm audit`` reports the first unexplained
+    damage of each kind with the log's file and line (exit 1)."""
+    for run in ("taken", "other"):
+        (tmp_path / run).mkdir()
+    _, log = two_owners(tmp_path / "taken", "taken-over", lambda: SqliteStore(tmp_path / "taken" / "j.db"))
+    _, other = two_owners(tmp_path / "other", "contended", lambda: SqliteStore(tmp_path / "other" / "j.db"))
+    lines = log.read_text().splitlines()
+    foreign = next(line for line in other.read_text().splitlines() if '"what":"completed"' in line)
+    assert AUDITOR.audit_log(log).ok
+    first: dict[str, tuple[int, list[str]]] = {}
+    for kind, place, damaged in damages(lines, foreign):
+        verdict = AUDITOR.audit_records([{**json.loads(line), "_line": n} for n, line in enumerate(damaged, 1)])
+        assert verdict.windows >= 1 and all(" of its window" in why for why in verdict.unexplained), (kind, place)
+        if not verdict.ok:
+            first.setdefault(kind, (place, damaged))
+    assert sorted(first) == ["dropped", "foreign", "swapped"], first   # each kind of damage is caught somewhere
+    for place, damaged in first.values():
+        path = tmp_path / f"damaged-{place}.jsonl"
+        path.write_text("\n".join(damaged) + "\n")
+        code, out, err = run_cli(["audit", SYSTEM, str(path)], capsys)
+        assert code == 1 and "Traceback" not in out + err, out + err
+        assert re.search(rf"the logs part from the system at {re.escape(str(path))}:\d+", out), out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from agentfsm.faults.protocol_audit import Auditor
 from agentfsm.faults.protocol_walk import Divergence, RealProtocol, Walked, walk
-from agentfsm.faults.runtime_walk import RuntimeProtocol
+from agentfsm.faults.runtime_walk import PoolProtocol, RuntimeProtocol
 from agentfsm.impl.durable.ledger import MemoryLedger
 from agentfsm.impl.durable.protocol_log import ProtocolLog
 from agentfsm.impl.stores.journal import JSON
@@ -67,6 +67,22 @@ def sqlite(tmp_path: Path) -> Iterator[SqliteStore]:
     store.close()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OwnedStore]:
+    """Each store the plants are run on: SQLite, and PostgreSQL (a schema of its own)."""
+    if request.param == "sqlite":
+        sqlite = SqliteStore(tmp_path / "runs.db")
+        yield sqlite
+        sqlite.close()
+        return
+    from agentfsm.impl.stores.postgres import PostgresStore
+    url = request.getfixturevalue("pg_url")
+    with fresh_schema(url) as schema:
+        postgres = PostgresStore(url, schema)
+        yield postgres
+        postgres.close()
+
+
 def test_the_real_sqlite_store_and_tool_follow_the_model(sqlite: SqliteStore) -> None:
     walked = Walked()
     found = walks(sqlite, range(WALKS), walked)
@@ -106,13 +122,13 @@ def test_the_real_postgresql_store_follows_the_model(pg_url: str) -> None:
 
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
-def test_a_planted_defect_is_caught_where_it_shows(plant: str, sqlite: SqliteStore, tmp_path: Path,
+def test_a_planted_defect_is_caught_where_it_shows(plant: str, store: OwnedStore, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """By the walk, at the step whose real answer the model does not give; by the audit of the
-    walk's log, at that step's record."""
+    walk's log, at that step's record; on each store."""
     PLANTS[plant](monkeypatch)
     log: list[dict[str, JSON]] = []
-    found = walks(sqlite, range(PLANT_WALKS), log=log)
+    found = walks(store, range(PLANT_WALKS), log=log)
     assert found, f"{plant}: no walk of {PLANT_WALKS} diverged"
     first = found[0]
     assert first.model != first.real and first.label.startswith(CAUGHT_AT[plant]), str(first)
@@ -143,12 +159,12 @@ def test_the_runtimes_own_log_of_the_walks_is_explained(sqlite: SqliteStore, tmp
 
 @pytest.mark.parametrize(("plant", "record"), [("claim-keeps-token", "store takes Claim"),
                                                ("journal-unfenced", "store takes WriteCompleted")])
-def test_a_store_plant_is_caught_from_the_runtimes_own_log(plant: str, record: str, sqlite: SqliteStore,
+def test_a_store_plant_is_caught_from_the_runtimes_own_log(plant: str, record: str, store: OwnedStore,
                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The plants the store's answers show; the others (a live owner's lease taken, the tool's
     side) leave logs a stalled owner explains: the walks catch those."""
     PLANTS[plant](monkeypatch)
-    found, log = runtime_logged(sqlite, range(PLANT_WALKS), tmp_path)
+    found, log = runtime_logged(store, range(PLANT_WALKS), tmp_path)
     assert found
     verdict = Auditor().audit_log(log)
     assert len(verdict.unexplained) == 1 and record in verdict.unexplained[0], verdict.unexplained
@@ -164,10 +180,12 @@ CAUGHT_BY_THE_RUNTIME = {
     "resume-takes-no-claim": "worker[1] takes Refused", "status-under-old-token": "environment -> worker[0]: AskStatus"}
 
 
-def runtime_walks(store: OwnedStore, seeds: range, walked: Walked | None = None) -> list[Divergence]:
-    """The first divergence of the walks whose workers are real processes (none: [])."""
+def runtime_walks(store: OwnedStore, seeds: range, walked: Walked | None = None,
+                  processes: type[RuntimeProtocol] = RuntimeProtocol) -> list[Divergence]:
+    """The first divergence of the walks whose workers are real processes (none: []): ``agentfsm
+    run --resume`` bodies, or the pool's workers (``PoolProtocol``, PostgreSQL only)."""
     for seed in seeds:
-        real = RuntimeProtocol(store, MemoryLedger(), f"runtime-{uuid.uuid4().hex[:8]}-{seed}")
+        real = processes(store, MemoryLedger(), f"runtime-{uuid.uuid4().hex[:8]}-{seed}")
         divergence = walk(SYSTEM, real, seed, LENGTH, walked or Walked())
         if divergence is not None:
             return [divergence]
@@ -195,13 +213,50 @@ def test_the_real_runtime_on_postgresql_follows_the_model(pg_url: str) -> None:
     assert walked.checked > 100
 
 
+def test_the_pool_workers_follow_the_model(pg_url: str) -> None:
+    """The model's workers played by PostgreSQL's pool ``Worker`` (its claim from the queue, its
+    lease-renewing tool, its finish): every worker step its next call, every answer the model's."""
+    from agentfsm.impl.stores.postgres import PostgresStore
+    with fresh_schema(pg_url) as schema:
+        store = PostgresStore(pg_url, schema)
+        try:
+            walked = Walked()
+            found = runtime_walks(store, range(RUNTIME_WALKS // 4), walked, PoolProtocol)
+        finally:
+            store.close()
+    assert not found, "\n".join(map(str, found))
+    assert walked.checked > 100
+
+
 @pytest.mark.parametrize("plant", sorted({**PLANTS, **RUNTIME_PLANTS}))
-def test_a_planted_defect_is_caught_by_the_walks_of_the_real_runtime(plant: str, sqlite: SqliteStore,
+def test_a_planted_defect_is_caught_by_the_walks_of_the_real_runtime(plant: str, store: OwnedStore,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Each plant, the store's, the tool's and the runtime's own, at the first step where the real
-    code and the model disagree."""
+    code and the model disagree, on each store."""
     {**PLANTS, **RUNTIME_PLANTS}[plant](monkeypatch)
-    found = runtime_walks(sqlite, range(PLANT_WALKS))
+    found = runtime_walks(store, range(PLANT_WALKS))
+    assert found, f"{plant}: no walk of {PLANT_WALKS} diverged"
+    first = found[0]
+    assert first.model != first.real and first.label.startswith(CAUGHT_BY_THE_RUNTIME[plant]), str(first)
+
+
+# The plants in the pool worker's path: the queue's claim and lease, the fences, the heartbeat, the
+# recovery's status query (a pool worker takes no claim_run and makes no decision: a blocked job waits).
+POOL_PLANTS = {name: plant for name, plant in {**PLANTS, **RUNTIME_PLANTS}.items()
+               if name not in ("resume-takes-no-claim", "decision-applied-twice")}
+
+
+@pytest.mark.parametrize("plant", sorted(POOL_PLANTS))
+def test_a_planted_defect_is_caught_by_the_walks_of_the_pool_workers(plant: str, pg_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentfsm.impl.stores.postgres import PostgresStore
+    POOL_PLANTS[plant](monkeypatch)
+    with fresh_schema(pg_url) as schema:
+        store = PostgresStore(pg_url, schema)
+        try:
+            found = runtime_walks(store, range(PLANT_WALKS), processes=PoolProtocol)
+        finally:
+            store.close()
     assert found, f"{plant}: no walk of {PLANT_WALKS} diverged"
     first = found[0]
     assert first.model != first.real and first.label.startswith(CAUGHT_BY_THE_RUNTIME[plant]), str(first)
@@ -224,12 +279,29 @@ def test_the_runtime_processes_own_logs_of_the_walks_are_explained(sqlite: Sqlit
     assert verdict.windows >= 8 and verdict.ok, verdict.unexplained
 
 
+def test_the_pool_workers_own_logs_of_the_walks_are_explained(pg_url: str, tmp_path: Path) -> None:
+    """The protocol log the pool's workers write (their claims, fenced writes, tool calls, status
+    queries, finishes) is explained by the audit of real runs, walk after walk."""
+    from agentfsm.impl.stores.postgres import PostgresStore
+    log = tmp_path / "pool.jsonl"
+    with fresh_schema(pg_url) as schema:
+        store = PostgresStore(pg_url, schema)
+        try:
+            for seed in range(12):
+                real = PoolProtocol(store, MemoryLedger(), f"pool-{seed}", log=ProtocolLog(log, "scheduler"))
+                assert walk(SYSTEM, real, seed, LENGTH, Walked()) is None
+        finally:
+            store.close()
+    verdict = Auditor().audit_log(log)
+    assert verdict.windows >= 8 and verdict.ok, verdict.unexplained
+
+
 def test_a_decision_applied_twice_in_the_walks_is_caught_from_the_runtimes_own_log(
-        sqlite: SqliteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The walk that catches the plant leaves a log the audit does not explain either."""
+        store: OwnedStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk that catches the plant leaves a log the audit does not explain either, on each store."""
     RUNTIME_PLANTS["decision-applied-twice"](monkeypatch)
     log = tmp_path / "runtime.jsonl"
-    real = RuntimeProtocol(sqlite, MemoryLedger(), "runtime", log=ProtocolLog(log, "scheduler"))
+    real = RuntimeProtocol(store, MemoryLedger(), "runtime", log=ProtocolLog(log, "scheduler"))
     assert walk(SYSTEM, real, 0, LENGTH, Walked()) is not None
     verdict = Auditor().audit_log(log)
     assert len(verdict.unexplained) == 1 and "WriteStarted" in verdict.unexplained[0], verdict.unexplained

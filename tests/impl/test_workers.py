@@ -96,6 +96,8 @@ def test_migrations_apply_once_and_upgrade_an_older_schema(pg_url: str, schema: 
 # -- leases and fencing --------------------------------------------------------------------
 
 def test_a_lost_lease_cannot_write_renew_or_finish(pg_url: str, schema: str) -> None:
+    """The token fences: a lapsed lease nobody claimed since still writes (as the model's store,
+    durable-run-fixed.yaml, lands it); from the next claim on, it writes, renews and finishes nothing."""
     table = load_table(COUNTER)
     a, b = PostgresStore(pg_url, schema), PostgresStore(pg_url, schema)
     submit(a, table, "r", plain("Tick", "Stop"))
@@ -105,20 +107,20 @@ def test_a_lost_lease_cannot_write_renew_or_finish(pg_url: str, schema: str) -> 
     assert b.claim("B", ["other"], 10) is None
     a.append("r", 1, [step(2)], fence=lease_a)
     time.sleep(0.4)
-    with pytest.raises(LeaseLost, match="expired"):
-        FencedStore(a, lease_a).append("r", 2, [step(3)])
+    FencedStore(a, lease_a).append("r", 2, [step(3)])   # lapsed, and nobody claimed the run since
     lease_b = b.claim("B", ["counter"], 10)
     assert lease_b is not None and lease_b.token == 2 and lease_b.run_id == "r"
-    for act in (lambda: a.append("r", 2, [step(3)], fence=lease_a), lambda: a.renew(lease_a),
+    for act in (lambda: a.append("r", 3, [step(4)], fence=lease_a), lambda: a.renew(lease_a),
                 lambda: a.finish(lease_a, "done", "A")):
-        with pytest.raises(LeaseLost):
+        with pytest.raises(LeaseLost, match="lease 1 lost"):
             act()
-    assert a.version("r") == 2
-    b.append("r", 2, [step(3)], fence=lease_b)
+    assert a.version("r") == 3
+    b.append("r", 3, [step(4)], fence=lease_b)
     b.renew(lease_b)
     b.finish(lease_b, "done", "B")
-    with pytest.raises(LeaseLost):
-        b.finish(lease_b, "done", "B again")
+    for act in (lambda: b.finish(lease_b, "done", "B again"), lambda: b.append("r", 4, [step(5)], fence=lease_b)):
+        with pytest.raises(LeaseLost, match="finished"):
+            act()
     [job] = a.jobs()
     assert (job.status, job.token, job.claims, job.outcome, job.owner) == ("done", 2, 2, "B", None)
     assert a.claim("C", ["counter"], 10) is None and a.pending() == 0
@@ -154,8 +156,9 @@ def test_a_claim_cannot_slip_between_the_fence_check_and_the_commit(pg_url: str,
 # -- workers -------------------------------------------------------------------------------
 
 class SlowNote:
-    """A tool whose worker freezes past its lease (heartbeat included) on its first call, so its
-    result is refused: the lease has lapsed when it tries to record it."""
+    """A tool whose worker freezes past its lease (heartbeat included) on its first call while
+    another worker claims the run (and dies at once), so its result is refused: the token moved on
+    when it tries to record it."""
 
     def __init__(self, ledger: MemoryLedger, pg_url: str, schema: str) -> None:
         self.ledger = ledger
@@ -165,7 +168,8 @@ class SlowNote:
     def run(self, call: EffectCall) -> JSON:
         self.ledger.execute(call.key)
         with psycopg.connect(self.pg_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("UPDATE {}.jobs SET expires_at = clock_timestamp() - interval '1 second' "
+            conn.execute(sql.SQL("UPDATE {}.jobs SET token = token + 1, "
+                                 "expires_at = clock_timestamp() - interval '1 second' "
                                  "WHERE run_id = %s").format(sql.Identifier(self.schema)), (call.run_id,))
         return {"receipt": call.key}
 
