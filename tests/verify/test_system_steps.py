@@ -93,13 +93,15 @@ def test_a_steps_effect_holds_the_instance_before_and_after_it_and_a_broken_step
         "states:\n  On: {initial: true}\nevents:\n  Up: {}\n"
         "transitions:\n  - {from: On, on: Up, to: On, set: {n: n + 1}}\n")
     (tmp_path / "up-system.yaml").write_text(
-        "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n")
+        "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n"
+        "faults:\n  crash: {instances: [up], max: 1}\n")
     system = load_system(tmp_path / "up-system.yaml")
     stepper = Stepper(system)
     start = initial_config(system)
-    [(_, after, effect)] = stepper.successors(start)
+    [(_, after, effect), _] = stepper.successors(start)
     assert (effect.before, effect.after, effect.status) == ((0, (0,)), (0, (1,)), "fired")
-    [(_, same, broken)] = stepper.successors(after)
+    [(_, same, broken), (_, _, crashed)] = stepper.successors(after)
+    assert (crashed.before, crashed.after, crashed.status) == ((0, (1,)), (0, (0,)), "crashed")
     assert same is after and (broken.before, broken.after) == ((0, (1,)), None)
     assert [f.kind for f in broken.findings] == ["bounds"]
 
@@ -118,5 +120,6 @@ def test_a_step_names_the_member_each_any_link_picked(tmp_path: Path) -> None:
     steps = list(Stepper(system).successors(initial_config(system)))
     assert [(label[4], config[1]) for label, config, _ in steps] == [
         ((1,), ((), (("Ring", ()),), ())), ((2,), ((), (), (("Ring", ()),)))]
+    assert {(effect.before, effect.after) for _, _, effect in steps} == {((0, ()), (1, ()))}
     assert [effect.sent for _, _, effect in steps] == [(Sent(0, "Ping", 1, "Ring", ()),),
                                                        (Sent(0, "Ping", 2, "Ring", ()),)]
