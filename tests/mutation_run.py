@@ -75,6 +75,10 @@ TESTS: dict[str, tuple[str, ...]] = {
                                           "tests/verify/test_conformance_vectors.py"),
     "impl/stores/leases.py": ("tests/impl/test_leases.py", "tests/faults/test_protocol_audit.py"),
     "verify/system/reduction.py": ("tests/verify/test_system_reduction_parts.py", "tests/verify/test_system_por.py"),
+    "impl/durable/ownership.py": ("tests/impl/test_ownership.py", "tests/faults/test_protocol_walk.py"),
+    "impl/durable/ledger.py": ("tests/impl/test_ledger.py", "tests/impl/test_durable_run_defaults.py",
+                               "tests/impl/test_durable_run_edges.py", "tests/impl/test_journal_durable.py",
+                               "tests/impl/test_journal_concurrency.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

@@ -14,6 +14,7 @@ from agentfsm.spec.system_load import load_system
 from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
+from agentfsm.verify.system.step import Sent, Stepper, initial_config
 
 from agentfsm.cli import main
 
@@ -82,3 +83,63 @@ def test_a_shortest_counterexample_past_the_limit_is_said_not_to_be(capsys: pyte
     assert ("note: counterexamples may be longer than the shortest: the search without partial-order reduction "
             "to depth 5 stopped past --max-configurations 10") in out
     assert "5. environment -> c: Turn" in out
+
+
+def test_a_steps_effect_holds_the_instance_before_and_after_it_and_a_broken_step_no_after(tmp_path: Path) -> None:
+    """What message sequence charts and traces read of a step: the instance as it was, then as it is
+    (none when the step broke its table's rules)."""
+    (tmp_path / "up.yaml").write_text(
+        "format: 1\nmachine: up\nvariables:\n  n: {type: int, min: 0, max: 1, init: 0}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n"
+        "transitions:\n  - {from: On, on: Up, to: On, set: {n: n + 1}}\n")
+    (tmp_path / "up-system.yaml").write_text(
+        "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n"
+        "faults:\n  crash: {instances: [up], max: 1}\n")
+    system = load_system(tmp_path / "up-system.yaml")
+    stepper = Stepper(system)
+    start = initial_config(system)
+    [(_, after, effect), _] = stepper.successors(start)
+    assert (effect.before, effect.after, effect.status) == ((0, (0,)), (0, (1,)), "fired")
+    [(_, same, broken), (_, _, crashed)] = stepper.successors(after)
+    assert (crashed.before, crashed.after, crashed.status) == ((0, (1,)), (0, (0,)), "crashed")
+    assert same is after and (broken.before, broken.after) == ((0, (1,)), None)
+    assert [f.kind for f in broken.findings] == ["bounds"]
+
+
+def test_a_step_names_the_member_each_any_link_picked(tmp_path: Path) -> None:
+    """Two choices of ``bell[any]`` are two steps with two labels (a trace replays the one it took),
+    each with the message it sent (what a message sequence chart draws)."""
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  Go: {}\nactions:\n  Ping: {}\ntransitions:\n  - {from: Ready, on: Go, to: Sent, emit: [Ping]}\n")
+    (tmp_path / "any-system.yaml").write_text(
+        f"format: 1\nsystem: any-bell\ninstances:\n  sender: {{table: sender.yaml}}\n"
+        f"  bell: {{table: {FIXTURES / 'bell.yaml'}, count: 2}}\n"
+        "links:\n  - {from: sender, action: Ping, to: 'bell[any]', event: Ring}\nenvironment:\n  sender: [Go]\n")
+    system = load_system(tmp_path / "any-system.yaml")
+    steps = list(Stepper(system).successors(initial_config(system)))
+    assert [(label[4], config[1]) for label, config, _ in steps] == [
+        ((1,), ((), (("Ring", ()),), ())), ((2,), ((), (), (("Ring", ()),)))]
+    assert {(effect.before, effect.after) for _, _, effect in steps} == {((0, ()), (1, ()))}
+    assert [effect.sent for _, _, effect in steps] == [(Sent(0, "Ping", 1, "Ring", ()),),
+                                                       (Sent(0, "Ping", 2, "Ring", ()),)]
+
+
+def test_a_lost_message_is_the_head_of_the_mailbox_and_named_so(tmp_path: Path) -> None:
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  Go: {}\nactions:\n  Ping: {}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [Ping, Pong]}\n")
+    (tmp_path / "sink.yaml").write_text(
+        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\nevents:\n  Ring: {}\n  Knock: {}\n"
+        "transitions:\n  - {from: Idle, on: Ring, to: Idle}\n  - {from: Idle, on: Knock, to: Idle}\n")
+    (tmp_path / "lose-system.yaml").write_text(
+        "format: 1\nsystem: lose\ninstances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+        "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
+        "  - {from: sender, action: Pong, to: sink, event: Knock}\n"
+        "environment:\n  sender: [Go]\nfaults:\n  lose: {instances: [sink], max: 1}\n")
+    system = load_system(tmp_path / "lose-system.yaml")
+    stepper = Stepper(system)
+    [(_, sent, _)] = stepper.successors(initial_config(system))
+    lost = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == "lose"]
+    assert lost == [(("lose", 1, "Ring", (), ()), ((), (("Knock", ()),)))]
