@@ -73,6 +73,13 @@ def test_each_module_maps_to_existing_fast_tests() -> None:
         assert files and all((ROOT / f).is_file() for f in files)
 
 
+def test_the_docs_list_each_modules_test_files_as_the_run_has_them() -> None:
+    text = (ROOT / "docs/testing.md").read_text()
+    for module, files in TESTS.items():
+        names = ", ".join(Path(f).stem for f in files)
+        assert f"| `{module}` | {names} |" in text, f"docs/testing.md's row of {module}"
+
+
 @pytest.mark.slow   # CI's share: the modules changed since their baseline, a sample of the others
 def test_no_mutant_the_suite_killed_survives_and_no_score_drops(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
