@@ -522,18 +522,42 @@ def report_json(report: Report) -> dict[str, Any]:
 def junit_suite(report: Report) -> Suite:
     """One testcase per vector; not-implemented and not-run vectors are ``skipped``. Vectors an
     early stop left unmade (made lazily, so only counted) are one more skipped case that says
-    how many, so the report's skipped count is every vector that did not run."""
-    cases = []
-    for result in report.results:
+    how many, so the report's skipped count is every vector that did not run. The cases are
+    made as the writer reads them (``JunitCases``)."""
+    return Suite(report.machine, JunitCases(report), report.seconds)
+
+
+class JunitCases(Sequence[Case]):
+    """A report's JUnit cases, each made from its result when read: none is kept."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __len__(self) -> int:
+        return len(self.report.results) + bool(self.report.unlisted)
+
+    def __getitem__(self, index: int) -> Case:   # type: ignore[override]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._case(self.report.results[index]) if index < len(self.report.results) else self._unlisted()
+
+    def __iter__(self) -> Iterator[Case]:
+        yield from map(self._case, self.report.results)
+        if self.report.unlisted:
+            yield self._unlisted()
+
+    @staticmethod
+    def _case(result: VectorResult) -> Case:
         if result.status == "fail":
-            case = Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
+            return Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
                         seconds=result.seconds)
-        elif result.status != "pass":
-            case = Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
-        else:
-            case = Case(result.vector.id, seconds=result.seconds)
-        cases.append(case)
-    if report.unlisted:
-        cases.append(Case(f"({report.unlisted} more vectors)", "skipped",
-                          f"not-run: {report.stopped}; {report.unlisted} more vectors were not run"))
-    return Suite(report.machine, tuple(cases), report.seconds)
+        if result.status != "pass":
+            return Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
+        return Case(result.vector.id, seconds=result.seconds)
+
+    def _unlisted(self) -> Case:
+        report = self.report
+        return Case(f"({report.unlisted} more vectors)", "skipped",
+                    f"not-run: {report.stopped}; {report.unlisted} more vectors were not run")
