@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentfsm.spec import Table, load_table
@@ -14,7 +16,7 @@ from agentfsm.verify.conformance.vectors import generate_extended
 from conformance_helpers import LOOM, ROOT, semantics_adapter
 from test_conformance_parallel import in_process, same_text, summary
 
-from agentfsm.cli import main
+from agentfsm.cli import conformance, main
 
 EXPLORER = ROOT / "spec" / "explorer-evaluator.yaml"
 
@@ -78,3 +80,16 @@ def test_the_command_prints_what_it_printed_with_every_result_kept(
     compact = conform()
     assert compact == conform("--coverage-out", str(tmp_path / "coverage.json"))
     assert compact[3].count("<testcase") > 100
+
+
+def test_the_html_report_draws_the_coverage_of_every_passing_vector(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--html draws the rows the passing vectors fired (as --coverage-out counts them), so it keeps them whole."""
+    entries: list[Any] = []
+    monkeypatch.setattr(conformance, "write_report", lambda args, command, made, tables: entries.extend(made))
+    coverage = tmp_path / "coverage.json"
+    args = ["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows", "--jobs", "1"]
+    assert main([*args, "--coverage-out", str(coverage)]) == 0
+    assert main([*args, "--html", str(tmp_path / "report.html")]) == 0
+    counts = json.loads(coverage.read_text())["rows"]
+    assert sum(counts.values()) > 0 and entries[-1]["coverage"] == counts
