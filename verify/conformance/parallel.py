@@ -7,9 +7,11 @@ consecutive indices, each to the worker that asks next; a worker makes a chunk's
 itself from its copy of the source (a list, or ``Vectors.span``, which skips the
 extension vectors before the chunk unmade), so no vector crosses a pipe, and only a
 source that is neither (an iterator) is read here and sent. The workers send back each
-chunk's results (a passing one as its id, seconds and agreed steps) and they are merged
-in vector order: the report is the one ``--jobs 1`` gives — the same results, messages,
-counts, early stop and JSON/JUnit, only the seconds differ.
+chunk's results (``Batch``: the passing ones only as seconds and lengths) and they are
+merged in vector order into ``Results``: the report is the one ``--jobs 1`` gives — the
+same results, messages, counts, early stop and JSON/JUnit, only the seconds differ. A
+chunk is handed out at most ``AHEAD`` chunks a worker past the oldest one not back, so a
+slow chunk holds up the others instead of piling up results to merge.
 
 An early stop needs care there: one adapter, stopping, reports as not run the vectors it
 had already sent (its window, ``WINDOW`` requests) and only counts the rest of a lazily
