@@ -45,7 +45,8 @@ def whole_tree(command: str, suites: Sequence[Suite]) -> bytes:
             if case.detail:
                 detail.text = case.detail
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data + b"\n"
 
 
 @given(command=st.sampled_from(["verify", "conform"]), suites=SUITES)
@@ -58,18 +59,18 @@ def test_the_streamed_report_is_the_whole_trees(command: str, suites: list[Suite
 class Made(Sequence[Case]):
     """Cases made as they are read, none kept: what a run of millions of vectors hands the writer."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
+    def __init__(self, size: int) -> None:
+        self.size = size
         self.made = 0
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
-    def __getitem__(self, index: object) -> Case:
+    def __getitem__(self, index: object) -> Case:   # type: ignore[override]
         raise AssertionError("the writer reads the cases in order")
 
     def __iter__(self) -> Iterator[Case]:
-        for n in range(self.count):
+        for n in range(self.size):
             self.made += 1
             yield Case(f"v-{n}", "failure" if n % 7 == 0 else "pass", message="wrong", seconds=0.001)
 
