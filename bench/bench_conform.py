@@ -13,9 +13,11 @@ Then ``conform`` at depth as a user runs it: ``agentfsm conform`` on Loom with
 ``--extra-states D --jobs 2`` and the TypeScript adapter (the Python one without node), in
 its own process, start to exit: wall and CPU seconds (harness, adapters and generation,
 from the kernel's accounting of that process and the descendants it waited for), the
-vectors, and the peak resident memory of the largest of those processes.
+vectors, the peak resident memory of the run's own process and that of the largest process
+it waited for (a harness process or an adapter). ``--before REV`` runs the same command
+first with revision REV's code (``source_tree.py``), so the two stand side by side.
 
-    .venv/bin/python bench/bench_conform.py [--extra-states K] [--rounds R] [--depth D]
+    .venv/bin/python bench/bench_conform.py [--extra-states K] [--rounds R] [--depth D] [--before REV]
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from agentfsm.verify.conformance.harness import ProcessTransport, Transport, enc
 from agentfsm.verify.conformance.vectors import generate_extended
 from cpu import children_cpu, process_cpu
 from figures import record
+from source_tree import command, export_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOM = ROOT / "spec" / "loom-agent.yaml"
@@ -98,47 +101,37 @@ def harnessed(table: Table, argv: list[str], vectors: list[Vector]) -> tuple[flo
     return children_cpu() - before - started + mine, report.ok
 
 
-def at_depth(argv: list[str], depth: int, jobs: int = 2) -> dict[str, float]:
-    """``agentfsm conform`` with ``--extra-states depth --jobs jobs``, start to exit: its figures
-    (wait4's accounting covers the process, its harness processes and the adapters they waited
-    for; its peak memory is that of the largest of them)."""
-    command = [str(Path(sys.executable).parent / "agentfsm"), "conform", str(LOOM), "--adapter", shlex.join(argv),
-               "--extra-states", str(depth), "--jobs", str(jobs), "--json"]
-    with tempfile.TemporaryFile() as out:
+def at_depth(tree: Path | None, argv: list[str], depth: int, jobs: int = 2) -> dict[str, float]:
+    """``agentfsm conform`` (``tree``'s code) with ``--extra-states depth --jobs jobs``, start to
+    exit: its figures (wait4's accounting covers the process, its harness processes and the
+    adapters they waited for; the process itself writes its own peak and the largest of theirs)."""
+    args = ["conform", str(LOOM), "--adapter", shlex.join(argv), "--extra-states", str(depth), "--jobs", str(jobs),
+            "--json"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryDirectory() as scratch:
+        peaks = Path(scratch) / "peaks.json"
         start = time.monotonic()
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(command(tree, peaks, args), stdout=out, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.monotonic() - start
         out.seek(0)
         report = json.loads(out.read())
+        peak = json.loads(peaks.read_text())
     return {"vectors": report["vectors"], "passed": report["counts"]["pass"], "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime, "main_mb": peak["main_mb"], "others_mb": peak["others_mb"],
             "exit": os.waitstatus_to_exitcode(status)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--extra-states", type=int, default=1, help="suffix extension (default 1)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each side (default 3)")
-    parser.add_argument("--depth", type=int, default=2, help="--extra-states of the end-to-end run (default 2; "
-                        "3 is 7 million vectors, about 20 minutes on two loaded cores; 0: skip it)")
-    args = parser.parse_args()
-    table = load_table(LOOM)
-    vectors = list(generate_extended(table, extra_states=args.extra_states)[1])
+def compare_with_piping(table: Table, adapters: dict[str, list[str]], extra_states: int, rounds: int) -> None:
+    """Each adapter's CPU through the harness and piped straight in, recorded as ``conform-extra-K``."""
+    vectors = list(generate_extended(table, extra_states=extra_states)[1])
     data, count = stream(vectors)
     steps = count - len(vectors)
-    adapters = {"python": [str(Path(sys.executable).parent / "agentfsm"), "adapter", str(LOOM)]}
-    node, built = shutil.which("node"), ROOT / "examples" / "conformance" / "dist" / "adapter.js"
-    if node and built.exists():
-        adapters["typescript"] = [node, str(built)]
-    else:
-        print("typescript: skipped (node or examples/conformance/dist missing: run make setup)")
     print(f"conform harness vs direct pipe: {len(vectors)} vectors, {steps} steps, {count} requests "
-          f"(loom-agent, --extra-states {args.extra_states})")
+          f"(loom-agent, --extra-states {extra_states})")
     results, rows = {}, []
     for name, argv in adapters.items():
         alone, through, ok = float("inf"), float("inf"), True
-        for _ in range(args.rounds):   # interleaved; each side's least CPU (the load only ever adds)
+        for _ in range(rounds):   # interleaved; each side's least CPU (the load only ever adds)
             alone = min(alone, direct(argv, data, count))
             cpu, passed = harnessed(table, argv, vectors)
             through, ok = min(through, cpu), ok and passed
@@ -151,22 +144,51 @@ def main() -> int:
         print(f"  {name:<10} piped {alone:7.2f} CPU-s   conform {through:7.2f} CPU-s   "
               f"piping / conform {ratio:.2f}x (goal >= 0.8x: {goal})" + ("" if ok else "   (vectors FAILED)"))
     print(json.dumps({"bench": "conform", "vectors": len(vectors), "steps": steps, "adapters": results}))
-    record(f"conform-extra-{args.extra_states}", rows, table=f"spec/loom-agent.yaml, --extra-states "
-           f"{args.extra_states}", note=f"{len(vectors):,} vectors, {count:,} requests; CPU of the adapter and "
+    record(f"conform-extra-{extra_states}", rows, table=f"spec/loom-agent.yaml, --extra-states "
+           f"{extra_states}", note=f"{len(vectors):,} vectors, {count:,} requests; CPU of the adapter and "
            "of the harness (or the pipe), from the adapter's first reply; the least of "
-           f"{args.rounds} interleaved rounds each.")
+           f"{rounds} interleaved rounds each.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--extra-states", type=int, default=1, help="suffix extension (default 1)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each side (default 3; "
+                        "0: only the run at depth)")
+    parser.add_argument("--depth", type=int, default=2, help="--extra-states of the end-to-end run (default 2; "
+                        "3 is 7 million vectors, about 20 minutes on two loaded cores; 0: skip it)")
+    parser.add_argument("--before", metavar="REV", help="run the end-to-end run with REV's code too, first")
+    args = parser.parse_args()
+    table = load_table(LOOM)
+    adapters = {"python": [str(Path(sys.executable).parent / "agentfsm"), "adapter", str(LOOM)]}
+    node, built = shutil.which("node"), ROOT / "examples" / "conformance" / "dist" / "adapter.js"
+    if node and built.exists():
+        adapters["typescript"] = [node, str(built)]
+    else:
+        print("typescript: skipped (node or examples/conformance/dist missing: run make setup)")
+    if args.rounds > 0:
+        compare_with_piping(table, adapters, args.extra_states, args.rounds)
     if args.depth:
         name = "typescript" if "typescript" in adapters else "python"
-        deep = at_depth(adapters[name], args.depth)
-        print(f"conform --extra-states {args.depth} --jobs 2, {name} adapter: {deep['vectors']:,.0f} vectors "
-              f"({deep['passed']:,.0f} passed), {deep['wall_s']:.0f} s wall, {deep['cpu_s']:.0f} CPU-s, "
-              f"peak {deep['peak_mb']:,.0f} MB, exit {deep['exit']:.0f}")
-        record("conform-depth", [{"--extra-states": args.depth, "adapter": name, "vectors": int(deep["vectors"]),
-                                  "passed": int(deep["passed"]), "wall s": deep["wall_s"], "CPU-s": deep["cpu_s"],
-                                  "peak MB": deep["peak_mb"]}],
-               table="agentfsm conform spec/loom-agent.yaml --jobs 2, as a user runs it",
-               note="Process start to exit; CPU of the harness, the generation and the adapters; peak: the "
-                    "largest of those processes.")
+        trees: list[tuple[str, Path | None]] = [("this checkout", None)]
+        with tempfile.TemporaryDirectory() as scratch:
+            if args.before:
+                trees.insert(0, (args.before, export_tree(ROOT, args.before, Path(scratch))))
+            rows = []
+            for code, tree in trees:
+                deep = at_depth(tree, adapters[name], args.depth)
+                print(f"conform --extra-states {args.depth} --jobs 2, {name} adapter, code: {code}: "
+                      f"{deep['vectors']:,.0f} vectors ({deep['passed']:,.0f} passed), {deep['wall_s']:.0f} s wall, "
+                      f"{deep['cpu_s']:.0f} CPU-s, peak {deep['main_mb']:,.0f} MB (run), {deep['others_mb']:,.0f} MB "
+                      f"(largest harness process or adapter), exit {deep['exit']:.0f}")
+                rows.append({"code": code, "--extra-states": args.depth, "adapter": name,
+                             "vectors": int(deep["vectors"]), "passed": int(deep["passed"]), "wall s": deep["wall_s"],
+                             "CPU-s": deep["cpu_s"], "peak MB, run": deep["main_mb"],
+                             "peak MB, harness/adapter": deep["others_mb"]})
+        record("conform-depth", rows, table="agentfsm conform spec/loom-agent.yaml --jobs 2, as a user runs it",
+               note="Process start to exit, one after the other; CPU of the harness, the generation and the adapters; "
+                    "peak: the run's own process, and the largest process it waited for (a harness process or an "
+                    "adapter).")
     return 0
 
 

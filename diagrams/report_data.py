@@ -21,8 +21,9 @@ from agentfsm.spec.system_model import System
 from agentfsm.spec.system_trace import SystemTrace, label_text, shown_params
 from agentfsm.spec.trace import Trace, describe_label, walk
 from agentfsm.spec.vectorfile import Expect, Refused, vector_labels
-from agentfsm.verify.conformance.conform import Report, VectorResult, row_coverage
+from agentfsm.verify.conformance.conform import row_coverage
 from agentfsm.verify.conformance.harness import Observation
+from agentfsm.verify.conformance.results import Report, VectorResult
 from agentfsm.verify.report import Unverified, check_title
 from agentfsm.verify.system.checks import SysVerdict
 from agentfsm.verify.system.paths import replay
@@ -196,7 +197,7 @@ def conform_entry(table: Table, report: Report) -> Entry:
     checks = [{"title": f"vector {r.vector.id}", "ok": False,
                "message": r.message or r.status,
                "trace": vector_trace(table, r) if r is shortest else None}
-              for r in report.results if r.status != "pass"]
+              for r in report.not_passed()]
     if report.stopped:
         checks.append({"title": "run stopped", "ok": False, "message": report.stopped, "trace": None})
     passed = report.count("pass")

@@ -9,9 +9,10 @@ the diagnostics, so a CI report shows it next to the tables that were checked.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import BinaryIO, Literal
 
 Status = Literal["pass", "failure", "error", "skipped"]
 
@@ -30,42 +31,79 @@ class Case:
 
 @dataclass(frozen=True)
 class Suite:
-    """The cases of one table (``machine`` is its file when it never loaded)."""
+    """The cases of one table (``machine`` is its file when it never loaded). ``cases`` may be
+    made as read (a run of millions of vectors): the writer reads them twice, never keeps them."""
 
     machine: str
-    cases: tuple[Case, ...]
+    cases: Sequence[Case]
     seconds: float = 0.0
     file: str | None = None
 
 
 def junit_xml(command: str, suites: Sequence[Suite]) -> bytes:
-    root = ET.Element("testsuites", name=f"agentfsm {command}", tests=str(sum(len(s.cases) for s in suites)),
-                      failures=str(_count(suites, "failure")), errors=str(_count(suites, "error")),
-                      skipped=str(_count(suites, "skipped")), time=f"{sum(s.seconds for s in suites):.3f}")
-    for suite in suites:
+    return b"".join(junit_chunks(command, suites))
+
+
+def write_junit(out: BinaryIO, command: str, suites: Sequence[Suite]) -> None:
+    """The report written as it is made: a suite of millions of cases is never held whole."""
+    for chunk in junit_chunks(command, suites):
+        out.write(chunk)
+
+
+def junit_chunks(command: str, suites: Sequence[Suite]) -> Iterator[bytes]:
+    """The XML, indented two spaces a level, a case at a time; each element laid out by ElementTree."""
+    counts = [Counter(c.status for c in s.cases) for s in suites]
+    total = sum(counts, Counter())
+    root = _element("testsuites", name=f"agentfsm {command}", tests=str(sum(len(s.cases) for s in suites)),
+                    failures=str(total["failure"]), errors=str(total["error"]), skipped=str(total["skipped"]),
+                    time=f"{sum(s.seconds for s in suites):.3f}")
+    yield b"<?xml version='1.0' encoding='utf-8'?>\n"
+    if not suites:
+        yield _text(root) + b"\n"
+        return
+    yield _opening(root)
+    for suite, count in zip(suites, counts, strict=True):
         attrs = {"name": f"{command}.{suite.machine}", "tests": str(len(suite.cases)),
-                 "failures": str(_count([suite], "failure")), "errors": str(_count([suite], "error")),
-                 "skipped": str(_count([suite], "skipped")), "time": f"{suite.seconds:.3f}"}
+                 "failures": str(count["failure"]), "errors": str(count["error"]), "skipped": str(count["skipped"]),
+                 "time": f"{suite.seconds:.3f}"}
         if suite.file is not None:
             attrs["file"] = suite.file
-        element = ET.SubElement(root, "testsuite", attrs)
+        element = _element("testsuite", **attrs)
+        if not suite.cases:
+            yield b"\n  " + _text(element)
+            continue
+        yield b"\n  " + _opening(element)
         for case in suite.cases:
-            case_attrs = {"classname": f"agentfsm.{command}.{suite.machine}", "name": case.name}
-            if case.seconds is not None:
-                case_attrs["time"] = f"{case.seconds:.3f}"
-            item = ET.SubElement(element, "testcase", case_attrs)
-            if case.status == "pass":
-                continue
-            tag = {"failure": "failure", "error": "error", "skipped": "skipped"}[case.status]
-            detail = ET.SubElement(item, tag, message=case.message.splitlines()[0] if case.message else case.status)
-            if case.kind:
-                detail.set("type", case.kind)
-            if case.detail:
-                detail.text = case.detail
-    ET.indent(root)
-    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return data + b"\n"
+            yield b"\n    " + _text(_case(command, suite.machine, case))
+        yield b"\n  </testsuite>"
+    yield b"\n</testsuites>\n"
 
 
-def _count(suites: Sequence[Suite], status: Status) -> int:
-    return sum(c.status == status for s in suites for c in s.cases)
+def _case(command: str, machine: str, case: Case) -> ET.Element:
+    attrs = {"classname": f"agentfsm.{command}.{machine}", "name": case.name}
+    if case.seconds is not None:
+        attrs["time"] = f"{case.seconds:.3f}"
+    item = _element("testcase", **attrs)
+    if case.status != "pass":
+        detail = ET.SubElement(item, case.status, message=case.message.splitlines()[0] if case.message else case.status)
+        if case.kind:
+            detail.set("type", case.kind)
+        if case.detail:
+            detail.text = case.detail
+        ET.indent(item, level=2)
+    return item
+
+
+def _element(tag: str, **attrs: str) -> ET.Element:
+    return ET.Element(tag, attrs)
+
+
+def _text(element: ET.Element) -> bytes:
+    return ET.tostring(element, encoding="unicode").encode()
+
+
+def _opening(element: ET.Element) -> bytes:
+    """An element's start tag (its children follow)."""
+    empty = _text(element)
+    assert empty.endswith(b" />")
+    return empty[:-3] + b">"

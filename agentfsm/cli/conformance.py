@@ -11,10 +11,10 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TextIO, TypeAlias
+from typing import BinaryIO, TextIO, TypeAlias
 
 from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.html_report import add_report_options, wanted, write_report
@@ -46,7 +46,7 @@ from agentfsm.verify.conformance.harness import (
     kill_all,
     split_command,
 )
-from agentfsm.verify.junit import junit_xml
+from agentfsm.verify.junit import write_junit
 from agentfsm.verify.system.audit import DEFAULT_LIMIT, DEFAULT_MAX_SILENT
 from agentfsm.verify.table.explore import DEFAULT_MAX_CONFIGURATIONS, explore
 
@@ -250,18 +250,18 @@ def run_conform(args: argparse.Namespace) -> int:
         try:
             report = parallel.run(table, connect, vectors, args.jobs, args.stop_at_first_failure,
                                   Progress(len(vectors), sys.stderr), args.max_failures, must_start=True,
-                                  keep_passing=bool(args.coverage_out))
+                                  keep_passing=bool(args.coverage_out) or wanted(args))
         except AdapterDidNotStart as exc:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))
     if args.junit:
-        _write(args.junit, junit_xml("conform", [junit_suite(report)]))
+        _write(args.junit, lambda out: write_junit(out, "conform", [junit_suite(report)]))
     write_report(args, "conform", [conform_entry(table, report)] if wanted(args) else [], [table])
     if args.coverage_out:
         coverage = {"machine": table.machine, "rows": row_coverage(table, report.results)}
         _write(args.coverage_out, (json.dumps(coverage, indent=1) + "\n").encode())
     passed = report.ok or (args.allow_not_implemented and not report.stopped
-                           and all(r.status in ("pass", "not-implemented") for r in report.results))
+                           and all(r.status == "not-implemented" for r in report.not_passed()))
     return EXIT_OK if passed else EXIT_FAILED
 
 
@@ -302,11 +302,16 @@ class Progress:
             self.stream.flush()
 
 
-def _write(path: str | None, data: bytes) -> None:
+def _write(path: str | None, data: bytes | Callable[[BinaryIO], None]) -> None:
+    """Write ``data`` (bytes, or a writer that makes them as it goes) to ``path``; one not writable is bad input."""
     if not path:
         return
     try:
-        Path(path).write_bytes(data)
+        with open(path, "wb") as out:
+            if isinstance(data, bytes):
+                out.write(data)
+            else:
+                data(out)
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror}") from None
 

@@ -13,7 +13,6 @@ import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.vectorfile import REFUSED, Step, Vector, read_vectors
 from agentfsm.verify.conformance.conform import (
-    Report,
     Requests,
     Runner,
     format_report,
@@ -22,6 +21,7 @@ from agentfsm.verify.conformance.conform import (
     row_coverage,
 )
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
+from agentfsm.verify.conformance.results import Report
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
 from json_envelope import enveloped

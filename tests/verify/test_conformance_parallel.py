@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import sys
@@ -14,8 +15,9 @@ import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.vectorfile import Vector
 from agentfsm.verify.conformance import parallel
-from agentfsm.verify.conformance.conform import Report, Runner, format_report, junit_suite, report_json
+from agentfsm.verify.conformance.conform import Runner, format_report, junit_suite, report_json
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport, Transport
+from agentfsm.verify.conformance.results import Report
 from agentfsm.verify.conformance.vectors import generate, generate_extended
 from agentfsm.verify.junit import junit_xml
 from conformance_helpers import LOOM, ROOT, OracleHandler, broken_adapter, semantics_adapter
@@ -280,3 +282,46 @@ def test_the_default_is_the_cpu_count(capsys: pytest.CaptureFixture[str]) -> Non
 def test_no_vectors(loom: Table) -> None:
     connect = in_process(loom)
     assert summary(parallel.run(loom, connect, iter([]), 2)) == summary(Runner(loom, connect).run(iter([])))
+
+
+class Stalling(Faulty):
+    """The naive interpreter that, once in the whole run (a counter of resets shared by every
+    worker's process), stalls on one reset until the other workers have answered ``past`` more
+    (or 3 s have passed: they cannot get that far when they are held back)."""
+
+    def __init__(self, table: Table, resets: Any, stall_at: int, past: int) -> None:
+        super().__init__(table, frozenset(), frozenset(), frozenset())
+        self.resets, self.stall_at, self.past = resets, stall_at, past
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("op") == "reset":
+            with self.resets.get_lock():
+                self.resets.value += 1
+                count = self.resets.value
+            deadline = time.monotonic() + 3.0
+            while count == self.stall_at and self.resets.value < count + self.past and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().__call__(request)
+
+
+def test_a_slow_chunk_bounds_the_results_waiting_to_be_merged(loom: Table, loom_vectors: list[Vector],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one chunk is slow, the other workers get chunks only up to a window past it: what
+    waits to be merged in order stays bounded, and the report is the one of one adapter."""
+    vectors = (loom_vectors * 8)[:3000]
+    resets = multiprocessing.get_context("fork").Value("q", 0)
+    connect = lambda: FunctionTransport(Stalling(loom, resets, 400, len(vectors) // 2))   # noqa: E731
+    ahead: list[int] = []
+    hand_out = parallel._Parallel._hand_out
+
+    def recording(self: Any, merged: int) -> None:
+        hand_out(self, merged)
+        ahead.append(self.handed - merged)
+
+    monkeypatch.setattr(parallel._Parallel, "_hand_out", recording)
+    jobs = 3
+    split = parallel.run(loom, connect, vectors, jobs, keep_passing=False)
+    chunk = max(parallel.MIN_CHUNK, len(vectors) // (jobs * parallel.CHUNKS_PER_JOB))
+    # The window, and the two chunks (the one running and the next) its oldest one's worker may hold past it.
+    assert 0 < max(ahead) <= (parallel.AHEAD * jobs + 2) * chunk < len(vectors) // 2
+    assert summary(split) == summary(Runner(loom, in_process(loom)).run(vectors))

@@ -16,8 +16,8 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from agentfsm.spec.expr import Value
 from agentfsm.spec.model import Table
@@ -33,77 +33,12 @@ from agentfsm.verify.conformance.harness import (
     Unsupported,
     encode,
 )
+from agentfsm.verify.conformance.results import Report, Results, Status, StepReport, VectorResult, vector_ids
 from agentfsm.verify.junit import Case, Suite
 
-Status = Literal["pass", "fail", "not-implemented", "not-run"]
 STRAY_WAIT = 0.05
 STRAY_CHECKS = 5
 WINDOW = 512   # requests sent and not yet answered, at most
-
-
-@dataclass(frozen=True)
-class StepReport:
-    """One step as run: ``actual`` is what came back (None if nothing usable did)."""
-
-    number: int
-    event: str
-    params: Mapping[str, Any]
-    expect: Expect | Refused
-    actual: Observation | None
-    problems: tuple[str, ...] = ()
-
-
-@dataclass(slots=True)
-class VectorResult:
-    """A vector as run: ``agreed`` steps matched; ``steps`` are reported only up to a failure."""
-
-    vector: Vector
-    status: Status
-    steps: list[StepReport] = field(default_factory=list)
-    message: str = ""
-    failure: str = ""
-    seconds: float = 0.0
-    agreed: int = 0
-
-    @property
-    def failed_step(self) -> int | None:
-        """The 1-based step that failed (0: the reset), or None."""
-        if self.status == "pass":
-            return None
-        return self.steps[-1].number if self.steps else 0
-
-
-@dataclass
-class Report:
-    """The results; after an early stop, ``unlisted`` more vectors were not run (nor made, when made lazily)."""
-
-    machine: str
-    results: list[VectorResult]
-    seconds: float
-    stopped: str = ""
-    unlisted: int = 0
-
-    def count(self, status: Status) -> int:
-        return sum(1 for r in self.results if r.status == status) + (self.unlisted if status == "not-run" else 0)
-
-    @property
-    def total(self) -> int:
-        return len(self.results) + self.unlisted
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status == "pass" for r in self.results) and not self.stopped
-
-    def shortest_failure(self) -> VectorResult | None:
-        failing = [r for r in self.results if r.status == "fail"]
-        return min(failing, key=lambda r: (len(r.vector.steps), r.vector.id), default=None)
-
-
-def slim(result: VectorResult) -> None:
-    """Let a passing result forget its vector's steps and covers, in place (whoever holds it sees the same)."""
-    vector = result.vector
-    if vector.steps or vector.covers:
-        result.vector = Vector(vector.id, vector.machine, (), ())
 
 
 def compare(expect: Expect, actual: Observation) -> tuple[str, ...]:
@@ -165,21 +100,20 @@ class Runner:
             keep_passing: bool = True) -> Report:
         """Run every vector; stop early only at the first failure or after ``max_failures`` that did not pass.
 
-        Without ``keep_passing`` a passing result keeps only its vector's id (``slim``), once
+        Without ``keep_passing`` a passing result is kept as no object (``Results``), once
         the next result is in: a run of millions of lazily made vectors then holds no
         vector it has passed (the report and JUnit need no more; ``row_coverage`` does).
         """
         if stop_at_first_failure:
             max_failures = 1
         start = time.monotonic()
-        results: list[VectorResult] = []
+        results: list[VectorResult] | Results = (
+            [] if keep_passing else Results(self.table.machine, vector_ids(vectors)))
         failures, stopped, unlisted = 0, "", 0
         pending = iter(vectors)
         inflight: deque[tuple[Vector, AdapterFailure | None]] = deque()
         try:
             for result in self.results(pending, inflight):
-                if not keep_passing and results and results[-1].status == "pass":
-                    slim(results[-1])
                 results.append(result)
                 failures += result.status != "pass"
                 if progress is not None:
@@ -198,6 +132,8 @@ class Runner:
                     break
             if not stopped and results:
                 self.check_quiet(results[-1])
+            if isinstance(results, Results):
+                results.settle()
         finally:
             self.close()
         return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
@@ -553,7 +489,7 @@ def format_report(report: Report, listed: int = 20) -> str:
         lines.append("shortest failing vector:")
         lines.append(format_trace(shortest))
         lines.append("")
-    bad = [r for r in report.results if r.status in ("fail", "not-implemented")]
+    bad = [r for r in report.not_passed() if r.status in ("fail", "not-implemented")]
     if bad:
         lines.append(f"{len(bad)} vectors did not pass" + (f" (first {listed}):" if len(bad) > listed else ":"))
         lines.extend(f"  {r.status:<15} {r.vector.id}: {r.message.splitlines()[0] if r.message else ''}"
@@ -580,24 +516,48 @@ def report_json(report: Report) -> dict[str, Any]:
             "stopped": report.stopped or None, "seconds": round(report.seconds, 3), "vectors": report.total,
             "counts": {status: report.count(status) for status in ("pass", "fail", "not-implemented", "not-run")},
             "shortest_failure": None if shortest is None else {**brief(shortest), "trace": format_trace(shortest)},
-            "not_passed": [brief(r) for r in report.results if r.status != "pass"]}
+            "not_passed": [brief(r) for r in report.not_passed()]}
 
 
 def junit_suite(report: Report) -> Suite:
     """One testcase per vector; not-implemented and not-run vectors are ``skipped``. Vectors an
     early stop left unmade (made lazily, so only counted) are one more skipped case that says
-    how many, so the report's skipped count is every vector that did not run."""
-    cases = []
-    for result in report.results:
+    how many, so the report's skipped count is every vector that did not run. The cases are
+    made as the writer reads them (``JunitCases``)."""
+    return Suite(report.machine, JunitCases(report), report.seconds)
+
+
+class JunitCases(Sequence[Case]):
+    """A report's JUnit cases, each made from its result when read: none is kept."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+
+    def __len__(self) -> int:
+        return len(self.report.results) + bool(self.report.unlisted)
+
+    def __getitem__(self, index: int) -> Case:   # type: ignore[override]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._case(self.report.results[index]) if index < len(self.report.results) else self._unlisted()
+
+    def __iter__(self) -> Iterator[Case]:
+        yield from map(self._case, self.report.results)
+        if self.report.unlisted:
+            yield self._unlisted()
+
+    @staticmethod
+    def _case(result: VectorResult) -> Case:
         if result.status == "fail":
-            case = Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
+            return Case(result.vector.id, "failure", result.message or "failed", format_trace(result),
                         seconds=result.seconds)
-        elif result.status != "pass":
-            case = Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
-        else:
-            case = Case(result.vector.id, seconds=result.seconds)
-        cases.append(case)
-    if report.unlisted:
-        cases.append(Case(f"({report.unlisted} more vectors)", "skipped",
-                          f"not-run: {report.stopped}; {report.unlisted} more vectors were not run"))
-    return Suite(report.machine, tuple(cases), report.seconds)
+        if result.status != "pass":
+            return Case(result.vector.id, "skipped", f"{result.status}: {result.message}", seconds=result.seconds)
+        return Case(result.vector.id, seconds=result.seconds)
+
+    def _unlisted(self) -> Case:
+        report = self.report
+        return Case(f"({report.unlisted} more vectors)", "skipped",
+                    f"not-run: {report.stopped}; {report.unlisted} more vectors were not run")

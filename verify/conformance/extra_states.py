@@ -25,6 +25,11 @@ from agentfsm.verify.conformance.distinguish import Universe
 from agentfsm.verify.table.explore import Exploration
 
 
+def extension_id(machine: str, number: int, pad: int) -> str:
+    """An extension vector's id: its number (after the ``suffixes`` set's own), padded."""
+    return f"{machine}/suffix-{number:0{pad}d}"
+
+
 @dataclass
 class ExtraStates:
     """The extension vectors of every (reachable configuration, event) pair, for K extra states."""
@@ -134,7 +139,7 @@ class ExtraStates:
                 suffixes = u.identification(c) or ([()] if len(front) == self.k else [])
                 for k, suffix in enumerate(suffixes, start=1):
                     if start <= place < stop:
-                        yield Vector(f"{table.machine}/suffix-{first + place:0{pad}d}", table.machine,
+                        yield Vector(extension_id(table.machine, first + place, pad), table.machine,
                                      (f"{tag}#{k}",), steps + self._run(c, suffix))
                     place += 1
                 if len(front) < self.k:

@@ -7,9 +7,11 @@ consecutive indices, each to the worker that asks next; a worker makes a chunk's
 itself from its copy of the source (a list, or ``Vectors.span``, which skips the
 extension vectors before the chunk unmade), so no vector crosses a pipe, and only a
 source that is neither (an iterator) is read here and sent. The workers send back each
-chunk's results (a passing one as its id, seconds and agreed steps) and they are merged
-in vector order: the report is the one ``--jobs 1`` gives — the same results, messages,
-counts, early stop and JSON/JUnit, only the seconds differ.
+chunk's results (``Batch``: the passing ones only as seconds and lengths) and they are
+merged in vector order into ``Results``: the report is the one ``--jobs 1`` gives — the
+same results, messages, counts, early stop and JSON/JUnit, only the seconds differ. A
+chunk is handed out at most ``AHEAD`` chunks a worker past the oldest one not back, so a
+slow chunk holds up the others instead of piling up results to merge.
 
 An early stop needs care there: one adapter, stopping, reports as not run the vectors it
 had already sent (its window, ``WINDOW`` requests) and only counts the rest of a lazily
@@ -34,22 +36,25 @@ import os
 import signal
 import time
 import traceback
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from types import FrameType
 from typing import Any, Protocol
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.vectorfile import Vector
-from agentfsm.verify.conformance.conform import STRAY_CHECKS, WINDOW, Report, Runner, VectorResult
+from agentfsm.verify.conformance.conform import STRAY_CHECKS, WINDOW, Runner
 from agentfsm.verify.conformance.harness import AdapterDidNotStart, AdapterFailure, Transport, kill_all
+from agentfsm.verify.conformance.results import Report, Results, VectorResult, vector_ids
 
 JOIN_GRACE = 5.0   # seconds a worker gets to end its adapters once told to stop, before it is killed
 CHUNKS_PER_JOB = 16   # a sized source is cut into about this many chunks per worker (so that all end together)
 MIN_CHUNK, MAX_CHUNK = 8, 2048   # vectors per chunk
 LOOKAHEAD = 64   # vectors made at once here when an early stop's window needs lengths no worker sent yet
+AHEAD = 4   # chunks per worker handed out past the oldest chunk whose results are not back
 
 
 class Spanned(Protocol):
@@ -76,25 +81,35 @@ class SerialWindow:
         self.held = False
         self.stray_checks = STRAY_CHECKS
 
-    def read(self, result: VectorResult) -> None:
+    def read(self, result: VectorResult | None) -> None:
+        """The next result (None: a passing one)."""
         while not self.held and self.queued < WINDOW and (n := self.length(self.sent)) is not None:
             self.inflight.append(n)
             self.queued += n
             self.sent += 1
         self.queued -= self.inflight.popleft()
-        if result.status == "fail" and not result.failure and self.stray_checks > 0:
+        failure = result is not None and bool(result.failure)
+        if result is not None and result.status == "fail" and not failure and self.stray_checks > 0:
             self.held = True
         if self.held and not self.inflight:
             # The check after a wrong reply; skipped when the adapter had just been closed.
-            self.stray_checks -= not result.failure
+            self.stray_checks -= not failure
             self.held = False
 
 
 # A chunk as sent to a worker: its first index and either its end (the worker makes the
 # vectors) or the vectors themselves; None: there are no more.
 Chunk = tuple[int, int, list[Vector] | None] | None
-# A result as sent back: a passing one without its vector as (id, seconds, agreed, requests).
-Sent = tuple[str, float, int, int] | tuple[VectorResult, int]
+
+
+@dataclass
+class Batch:
+    """A chunk's results as a worker sends them back: each vector's seconds and requests, and
+    whole only the results that did not pass (every one, when passing ones are kept)."""
+
+    seconds: array[float] = field(default_factory=lambda: array("d"))
+    requests: array[int] = field(default_factory=lambda: array("L"))
+    whole: dict[int, VectorResult] = field(default_factory=dict)   # by place in the chunk
 
 
 def run(table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int = 1,
@@ -131,7 +146,7 @@ class _Worker:
         self.keep_passing = keep_passing
         self.announce = announce
         self.chunks: deque[tuple[int, int]] = deque()   # (first index, size) of the chunks being run
-        self.batch: list[Sent] = []
+        self.batch = Batch()
         self.ended = False
 
     def ask(self) -> Iterator[Vector] | None:
@@ -172,16 +187,16 @@ class _Worker:
             self.runner.close()
 
     def emit(self, result: VectorResult) -> None:
-        requests = len(result.vector.steps) + 1
-        if result.status == "pass" and not self.keep_passing:
-            self.batch.append((result.vector.id, result.seconds, result.agreed, requests))
-        else:
-            self.batch.append((result, requests))
+        batch = self.batch
+        if result.status != "pass" or self.keep_passing:
+            batch.whole[len(batch.seconds)] = result
+        batch.seconds.append(result.seconds)
+        batch.requests.append(len(result.vector.steps) + 1)   # a passing vector agreed on every step
         first, size = self.chunks[0]
-        if len(self.batch) == size:
+        if len(batch.seconds) == size:
             self.chunks.popleft()
-            self.conn.send(("results", first, self.batch))
-            self.batch = []
+            self.conn.send(("results", first, batch))
+            self.batch = Batch()
 
 
 def _worker_main(conn: Connection, *args: Any) -> None:
@@ -232,8 +247,10 @@ class _Parallel:
             MAX_CHUNK, self.total // (jobs * CHUNKS_PER_JOB)))
         self.handed = 0   # vectors handed out in chunks so far
         self.read = 0   # vectors read here from an iterator so far
-        self.kept: dict[int, Vector] = {}   # those, until merged (the last merged one kept)
-        self.waiting: dict[int, list[Sent]] = {}   # results back from a worker, by their chunk's first index
+        self.kept: dict[int, Vector] = {}   # those, until merged
+        self.waiting: dict[int, Batch] = {}   # results back from a worker, by their chunk's first index
+        self.holders: dict[int, _Process] = {}   # the worker running each chunk handed out, by its first index
+        self.asking: deque[_Process] = deque()   # workers waiting for a chunk until the oldest comes back
         self.ahead: dict[int, int] = {}   # requests of vectors made here for an early stop's window
         self.exhausted = False
         self.stopped = False
@@ -244,6 +261,8 @@ class _Parallel:
         start = time.monotonic()
         try:
             results, stopped, unlisted = self._merge(max_failures, progress)
+            if isinstance(results, Results):
+                results.settle()
         finally:
             self._end()
         return Report(self.table.machine, results, time.monotonic() - start, stopped, unlisted)
@@ -297,11 +316,12 @@ class _Parallel:
         return first, self.handed, given
 
     def _merge(self, max_failures: int | None,
-               progress: Callable[[int], None] | None) -> tuple[list[VectorResult], str, int]:
+               progress: Callable[[int], None] | None) -> tuple[list[VectorResult] | Results, str, int]:
         # The others start once the first adapter has answered: a broken command is started once.
         self._start(0)
         window = SerialWindow(self._length) if max_failures is not None else None
-        merged: list[VectorResult] = []
+        merged: list[VectorResult] | Results = [] if self.keep_passing else Results(
+            self.table.machine, None if self.pending is not None else vector_ids(self.vectors))
         waiting = self.waiting
         failures = 0
         while not self.stopped and not all(w.done for w in self.workers):
@@ -309,12 +329,13 @@ class _Parallel:
                 message = self._receive(worker)
                 kind = message[0]
                 if kind == "more":
-                    worker.conn.send(self._next_chunk())
+                    self.asking.append(worker)
                 elif kind == "started":
                     for n in range(1, self.jobs):
                         self._start(n)
                 elif kind == "results":
                     waiting[message[1]] = message[2]
+                    del self.holders[message[1]]
                 elif kind == "done":
                     worker.done = True
                 elif kind == "did-not-start":
@@ -322,25 +343,45 @@ class _Parallel:
                 else:
                     raise WorkerError(f"a conform worker failed: {message[1]}\n{message[2]}")
             while not self.stopped and (batch := waiting.pop(len(merged), None)) is not None:
-                for sent in batch:
-                    result = self._result(sent)
+                for place, (seconds, requests) in enumerate(zip(batch.seconds, batch.requests, strict=True)):
+                    result = batch.whole.get(place)
                     if window is not None:
                         window.read(result)
-                    self.kept.pop(len(merged) - 1, None)
-                    merged.append(result)
-                    failures += result.status != "pass"
+                    vector = self.kept.pop(len(merged), None)
+                    if result is not None:
+                        merged.append(result)
+                    else:
+                        assert isinstance(merged, Results)
+                        merged.add_passed(seconds, requests - 1, vector.id if vector is not None else "")
+                    failures += result is not None and result.status != "pass"
                     if progress is not None:
                         progress(len(merged))
                     if max_failures is not None and failures >= max_failures:
                         self.stopped = True
                         break
+            self._hand_out(len(merged))
         if not self.stopped:
-            self._restore_last(merged)
             return merged, "", 0
         assert window is not None and max_failures is not None
         stopped = ("stopped at the first failure" if max_failures == 1
                    else f"stopped after {failures} vectors did not pass")
-        return merged + self._not_run(len(merged), window.sent), stopped, self._unlisted(window.sent)
+        merged.extend(self._not_run(len(merged), window.sent))
+        return merged, stopped, self._unlisted(window.sent)
+
+    def _hand_out(self, merged: int) -> None:
+        """Answer the workers asking for a chunk, but hand none out further than ``AHEAD``
+        chunks a worker past the oldest one not back, unless to the worker running that one
+        (which may ask before its last results are read): the results waiting to be merged in
+        order stay bounded however slow one chunk is, and that chunk's worker never waits."""
+        oldest = self.holders.get(merged)
+        for worker in list(self.asking):
+            if (self.stopped or self.exhausted or worker is oldest
+                    or self.handed < merged + AHEAD * self.jobs * self.chunk):
+                self.asking.remove(worker)
+                chunk = self._next_chunk()
+                if chunk is not None:
+                    self.holders[chunk[0]] = worker
+                worker.conn.send(chunk)
 
     def _ready(self) -> list[_Process]:
         by_conn = {w.conn: w for w in self.workers if not w.done}
@@ -356,31 +397,16 @@ class _Parallel:
                               f"(exit code {worker.process.exitcode})") from None
         return message
 
-    def _result(self, sent: Sent) -> VectorResult:
-        if len(sent) == 2:
-            return sent[0]
-        vid, seconds, agreed, _ = sent
-        return VectorResult(Vector(vid, self.table.machine, (), ()), "pass", seconds=seconds, agreed=agreed)
-
-    def _restore_last(self, merged: list[VectorResult]) -> None:
-        """One adapter's run keeps the last result's vector whole (only earlier passing ones forget theirs)."""
-        if merged and merged[-1].status == "pass" and not self.keep_passing:
-            merged[-1].vector = self._vector(len(merged) - 1)
-
-    def _vector(self, index: int) -> Vector:
-        if index in self.kept:
-            return self.kept[index]
-        assert self.spanned is not None
-        return next(_span(self.spanned, index, index + 1))
-
     def _length(self, index: int) -> int | None:
         """The requests of vector ``index``: from its result if back, else from the vector (made or read here)."""
         if isinstance(self.vectors, list):
             return len(self.vectors[index].steps) + 1 if index < len(self.vectors) else None
         if self.spanned is not None:
+            if index >= len(self.spanned):
+                return None
             chunk = self.waiting.get(index - index % self.chunk)
             if chunk is not None:
-                return chunk[index % self.chunk][-1]
+                return chunk.requests[index % self.chunk]
             if index not in self.ahead:
                 self.ahead = {i: len(v.steps) + 1
                               for i, v in enumerate(_span(self.spanned, index, index + LOOKAHEAD), index)}

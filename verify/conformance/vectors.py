@@ -32,7 +32,7 @@ from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.spec.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
 from agentfsm.verify.conformance.distinguish import Universe, universe
-from agentfsm.verify.conformance.extra_states import ExtraStates
+from agentfsm.verify.conformance.extra_states import ExtraStates, extension_id
 from agentfsm.verify.conformance.guided import DEFAULT_BUDGET, guided_walks
 from agentfsm.verify.conformance.invalid import invalid_vectors
 from agentfsm.verify.table.explore import Exploration, explore, labels_of
@@ -93,6 +93,12 @@ class Vectors(Sequence[Vector]):
         if self.extra is not None and stop > len(self.made):
             yield from self.extra.vectors(self.first_extra, len(str(len(self))), max(start - len(self.made), 0),
                                           stop - len(self.made))
+
+    def vector_id(self, index: int) -> str:
+        """The id of vector ``index``, without making it (a run's report rebuilds passing vectors' ids so)."""
+        if index < len(self.made) or self.extra is None:
+            return self.made[index].id
+        return extension_id(self.extra.table.machine, self.first_extra + index - len(self.made), len(str(len(self))))
 
     @functools.cached_property
     def first_extra(self) -> int:
