@@ -5,9 +5,12 @@ other fast test."""
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
 
 import pytest
+from agentfsm.verify.conformance import harness
 from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport, Session
 
 
@@ -44,3 +47,15 @@ def test_an_adapter_that_cannot_start_is_named_with_the_reason() -> None:
         ProcessTransport(["/nonexistent/adapter", "--flag"], 1.0)
     assert (caught.value.kind, caught.value.message) == (
         "start", "cannot start /nonexistent/adapter --flag: No such file or directory")
+
+
+def test_an_adapter_whose_transport_was_dropped_unclosed_is_still_ended_and_reaped() -> None:
+    """A runner ended by a signal drops its transport without closing it: ``kill_all`` (run as the
+    harness ends) must still kill the adapter and reap it, leaving no process nor zombie."""
+    transport = ProcessTransport([sys.executable, "-c", "import time; time.sleep(60)"], 5.0)
+    pid = transport.proc.pid
+    del transport
+    gc.collect()
+    harness.kill_all()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)

@@ -22,7 +22,6 @@ import shlex
 import signal
 import subprocess
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,8 +102,10 @@ def split_command(command: str, shell: bool = False) -> list[str]:
     return argv
 
 
-# Every adapter process still running, so that whatever ends the harness can end them too.
-_LIVE: weakref.WeakSet[ProcessTransport] = weakref.WeakSet()
+# Every adapter process not yet killed and reaped, so that whatever ends the harness can end them
+# too. Held strongly: a transport dropped unclosed (its runner ended by a signal) must still be
+# killed and reaped, not left to close its pipes when collected, ending as a zombie nobody reaps.
+_LIVE: set[ProcessTransport] = set()
 
 
 def kill_all() -> None:
@@ -339,13 +340,15 @@ class ProcessTransport:
             self._pump(left)
 
     def kill(self) -> None:
-        """Kill the adapter's whole process group (it may have spawned children)."""
-        _LIVE.discard(self)
+        """Kill the adapter's whole process group (it may have spawned children) and reap it. It
+        stays among the live ones until then, so that a kill cut short (a signal that ends the
+        harness) is done again by ``kill_all``."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=2.0)
+        _LIVE.discard(self)
         self._close_pipes()
 
     def _close_pipes(self) -> None:

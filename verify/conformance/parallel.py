@@ -202,6 +202,7 @@ class _Worker:
 def _worker_main(conn: Connection, *args: Any) -> None:
     """A worker process's body: whatever ends it (a stop, an error) ends its adapters first."""
     def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # one stop: a second must not cut the ending short
         raise SystemExit(0)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the run's own process decides on Ctrl-C
@@ -217,6 +218,7 @@ def _worker_main(conn: Connection, *args: Any) -> None:
     except BaseException as exc:   # handed to the run's process, which raises it
         conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a stop now must not cut short the adapters' ending
         kill_all()
 
 
