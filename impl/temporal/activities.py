@@ -12,6 +12,8 @@ is a known outcome (failed), never retried by Temporal.
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
 real worker processes exactly there (an agent run's worker right before its agent performs a
 non-idempotent effect, or once it has performed it, before the task's reply leaves).
+``AGENTFSM_TEMPORAL_STOP`` (the same points) makes it SIGSTOP itself there instead, once: the
+scenario of a stopped worker that resumes after its attempt was given up.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from temporalio.exceptions import ApplicationError
 ToolFactory = Callable[[Table], Mapping[str, Tool]]
 T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
+STOP = "AGENTFSM_TEMPORAL_STOP"
 KILL_POINTS = ("before-tool", "after-tool")
 STARTS_KEPT = 256
 """Agent runs whose start (table and script, read from their history) and journal a worker keeps at once."""
@@ -101,9 +104,15 @@ async def started_run() -> StartRun:
                            type=TOOL_FAILED, non_retryable=True)
 
 
+_stopped: set[str] = set()
+
+
 def _kill_here(point: str) -> None:
     if os.environ.get(KILL) == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(STOP) == point and point not in _stopped:
+        _stopped.add(point)
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class EffectActivities:
