@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from agentfsm.impl.durable.beat import stopped
+from agentfsm.impl.temporal.activities import REFUSED
 from conftest import ROOT
 from temporal_support import AGENTFSM, queue, until, worker_process
 
@@ -205,12 +206,7 @@ def test_killed_after_the_tool_the_operator_settles_it(scenario: AgentScenario, 
     unknown_then(s, 1, decision)
 
 
-REFUSED = "refused to act"
-"""What a stale attempt's worker logs when it does not act."""
-
-
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 27: a stopped agent attempt resumed after the rerun still acts")
 def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: AgentScenario) -> None:
     """A worker SIGSTOPped right before its tool acts: the attempt times out, the call is ``unknown``,
     the operator decides ``rerun`` and another worker runs the tool. Then the stopped worker resumes

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from agentfsm.impl.durable.beat import stopped
 from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.temporal.activities import REFUSED
 from agentfsm.impl.temporal.client import start_message, start_run
 from agentfsm.impl.temporal.messages import QUERY_PENDING, QUERY_TRACE, EventMessage, Timeouts
 from agentfsm.impl.temporal.worker import connect
@@ -169,7 +170,6 @@ def test_killed_after_the_tool_before_its_completion_is_recorded(scenario: Scena
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 27: a stopped attempt resumed after the rerun still acts")
 def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: Scenario) -> None:
     """A worker SIGSTOPped right before its tool acts (a ledger tool without a status query, so no
     fence at the ledger): the attempt times out, the operator decides ``rerun`` and another worker
@@ -181,6 +181,6 @@ def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: Scenario) -> 
     unknown_then_rerun(s, ran=0)
     first.send_signal(signal.SIGCONT)
     log = s.folder / "workers.log"
-    until(lambda: s.runs() > 1 or "refused to act" in log.read_text(errors="replace"), 60,
+    until(lambda: s.runs() > 1 or REFUSED in log.read_text(errors="replace"), 60,
           "the resumed worker acting or refusing")
     assert s.runs() == 1, "the stale attempt acted after the rerun"
