@@ -8,10 +8,19 @@ While a tool runs, the activity heartbeats, so a worker that dies or stops is no
 the heartbeat timeout, and the effect becomes ``unknown`` in the workflow. A tool that raises
 is a known outcome (failed), never retried by Temporal.
 
+Right before a tool acts, the attempt asks the server whether it is still the current one
+(``current_attempt``): an attempt whose worker was stopped past its timeout has been given up
+by the workflow (the effect went the unknown path, maybe an operator's ``rerun`` has run it
+again), so when that worker resumes, the server no longer knows the attempt and it refuses to
+act (``ATTEMPT_STALE``). A table's agents are fenced the same way, right before their driver
+performs an effect.
+
 ``AGENTFSM_TEMPORAL_KILL`` (``before-tool`` or ``after-tool``) makes the worker SIGKILL itself
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
 real worker processes exactly there (an agent run's worker right before its agent performs a
 non-idempotent effect, or once it has performed it, before the task's reply leaves).
+``AGENTFSM_TEMPORAL_STOP`` (the same points) makes it SIGSTOP itself there instead, once: the
+scenario of a stopped worker that resumes after its attempt was given up.
 """
 
 from __future__ import annotations
@@ -41,11 +50,17 @@ from agentfsm.impl.temporal.messages import (
 )
 from agentfsm.spec.model import Table
 from temporalio import activity
+from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 ToolFactory = Callable[[Table], Mapping[str, Tool]]
 T = TypeVar("T")
 KILL = "AGENTFSM_TEMPORAL_KILL"
+STOP = "AGENTFSM_TEMPORAL_STOP"
+ATTEMPT_STALE = "AttemptStale"
+"""The error type of an attempt that refused to act: the server no longer holds it open."""
+REFUSED = "refused to act"
 KILL_POINTS = ("before-tool", "after-tool")
 STARTS_KEPT = 256
 """Agent runs whose start (table and script, read from their history) and journal a worker keeps at once."""
@@ -101,9 +116,42 @@ async def started_run() -> StartRun:
                            type=TOOL_FAILED, non_retryable=True)
 
 
+_stopped: set[str] = set()
+
+
 def _kill_here(point: str) -> None:
     if os.environ.get(KILL) == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(STOP) == point and point not in _stopped:
+        _stopped.add(point)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+async def current_attempt(what: str) -> None:
+    """Raise unless the server still holds this activity's attempt open: a heartbeat with the
+    attempt's task token, sent now and answered. Once the attempt timed out (its worker stopped or
+    died), the workflow has taken the unknown path and the server answers not-found (the SDK may
+    hear it first, from its own heartbeat, and cancel the activity): the attempt refuses to act,
+    ``ATTEMPT_STALE``. A server that cannot be asked, or a cancellation meanwhile, refuses too: the
+    workflow then finds the outcome unknown, which it is to the workflow (the tool did not act).
+    The check is made right before the tool acts; a worker stopped between the check and the act
+    still acts when it resumes (the residual window)."""
+    info = activity.info()
+    client = activity.client()
+    request = RecordActivityTaskHeartbeatRequest(task_token=info.task_token, namespace=client.namespace,
+                                                 identity=client.identity)
+    try:
+        await client.workflow_service.record_activity_task_heartbeat(request, retry=True)
+    except (RPCError, asyncio.CancelledError) as exc:
+        details = activity.cancellation_details()
+        gone = (exc.status == RPCStatusCode.NOT_FOUND if isinstance(exc, RPCError)
+                else details is not None and (details.not_found or details.timed_out))
+        reason = ("the server no longer holds it open (it timed out: the workflow took the unknown path)" if gone
+                  else f"it could not be checked ({exc})" if isinstance(exc, RPCError) else "it was cancelled")
+        activity.logger.warning(f"{what}: attempt {info.attempt} of activity {info.activity_id} {REFUSED}: {reason}")
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise ApplicationError(f"{what}: {REFUSED}: {reason}", type=ATTEMPT_STALE, non_retryable=True) from None
 
 
 class EffectActivities:
@@ -133,6 +181,7 @@ class EffectActivities:
     async def perform(self, task: EffectTask) -> JSON:
         tool = await self.tool(task)
         _kill_here("before-tool")
+        await current_attempt(f"run {task.run_id}: {task.action} {task.key}")
         try:
             result = await heartbeating(lambda: tool.run(_call(task)), self.heartbeat_every)
         except Exception as exc:
@@ -168,7 +217,8 @@ class EffectActivities:
         try:
             reply: AgentReply = await act(start, table, replace(task, records=journal, base=0), activity.heartbeat,
                                           self.heartbeat_every,
-                                          lambda point, idempotent: None if idempotent else _kill_here(point))
+                                          lambda point, idempotent: None if idempotent else _kill_here(point),
+                                          current=current_attempt)
             return reply
         except AgentRunError as exc:
             raise ApplicationError(str(exc), type=TOOL_FAILED, non_retryable=True) from None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -244,10 +244,13 @@ class ReplicaLink(DurableLink):
 
 
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
-              every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None) -> AgentReply:
+              every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None,
+              *, current: Callable[[str], Awaitable[None]]) -> AgentReply:
     """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
     is told, right before an effect is performed (``before-tool``) and once its driver is quiet after
-    it (``after-tool``), whether it is idempotent (the kill scenarios)."""
+    it (``after-tool``), whether it is idempotent (the kill scenarios). ``current`` raises, right
+    before the effect is performed, when the attempt is no longer the current one (its worker was
+    stopped past the attempt's timeout): a stale attempt never acts."""
     if start.agent is None:
         raise AgentRunError(f"run {task.run_id} is not an agent run")
     build = AGENTS.get(table.machine)
@@ -283,6 +286,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
             hosted.send(task.text, task.event_id)
         elif task.op == "perform":
             acting("before-tool", run.st.effects[task.key].idempotent)
+            await current(f"run {task.run_id}: {run.st.effects[task.key].action} {task.key}")
             agent.perform(run.st.effects[task.key], task.retry)
         elif task.op == "report":
             (hosted.report or agent.report_back)(run.st.effects[task.key])

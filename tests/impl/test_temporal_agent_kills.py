@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.impl.durable.beat import stopped
+from agentfsm.impl.temporal.activities import REFUSED
 from conftest import ROOT
 from temporal_support import AGENTFSM, queue, until, worker_process
 
@@ -202,3 +204,25 @@ def test_killed_after_the_tool_the_operator_settles_it(scenario: AgentScenario, 
     s.start()
     killed(first)
     unknown_then(s, 1, decision)
+
+
+@pytest.mark.slow
+def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: AgentScenario) -> None:
+    """A worker SIGSTOPped right before its tool acts: the attempt times out, the call is ``unknown``,
+    the operator decides ``rerun`` and another worker runs the tool. Then the stopped worker resumes
+    (SIGCONT): its attempt is stale and must not act, so the tool ran exactly once."""
+    s = scenario
+    first = s.worker(env={"AGENTFSM_TEMPORAL_STOP": "before-tool"})
+    s.start()
+    until(lambda: stopped(first.pid), 60, "the worker stopping right before the tool")
+    s.worker()
+    [pending] = until(s.pending, 120, "the unknown effect's decision")
+    assert pending["kind"] == "unknown-effect" and s.runs() == 0
+    s.decide(pending["id"], "rerun")
+    tool, _ = ended(s)
+    assert s.runs() == 1 and tool["status"] == "completed" and tool["attempts"] == 2
+    first.send_signal(signal.SIGCONT)
+    log = s.folder / "workers.log"
+    until(lambda: s.runs() > 1 or REFUSED in log.read_text(errors="replace"), 60,
+          "the resumed worker acting or refusing")
+    assert s.runs() == 1, "the stale attempt acted after the rerun"

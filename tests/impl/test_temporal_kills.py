@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.impl.durable.beat import stopped
 from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.temporal.activities import REFUSED
 from agentfsm.impl.temporal.client import start_message, start_run
 from agentfsm.impl.temporal.messages import QUERY_PENDING, QUERY_TRACE, EventMessage, Timeouts
 from agentfsm.impl.temporal.worker import connect
@@ -65,6 +67,14 @@ class Scenario:
             return await asyncio.wait_for(handle.query(query), 30)
         return asyncio.run(main())
 
+    def answered(self, query: str) -> Any:
+        """``query``'s answer, or None while no worker answers (a stopped one still holds the run's tasks)."""
+        from temporalio.service import RPCError
+        try:
+            return self.ask(query)
+        except RPCError:
+            return None
+
     def result(self) -> dict[str, Any]:
         async def main() -> dict[str, Any]:
             handle = (await connect(self.address)).get_workflow_handle(self.run_id)
@@ -102,7 +112,7 @@ def unknown_then_rerun(s: Scenario, ran: int, *extra: str, env: dict[str, str] |
     """After the kill: a fresh worker (``extra``, ``env``) carries the run to the unknown effect's
     decision; the tool ran ``ran`` times; on ``rerun`` it runs exactly once more and the script ends."""
     s.worker(*extra, env=env)
-    decisions = until(lambda: s.ask(QUERY_PENDING), what="the unknown effect's decision")
+    decisions = until(lambda: s.answered(QUERY_PENDING), 120, "the unknown effect's decision")
     assert [(d["kind"], d["id"]) for d in decisions] == [("unknown-effect", s.key)]
     assert s.runs() == ran
     s.decide_rerun()
@@ -157,3 +167,20 @@ def test_killed_after_the_tool_before_its_completion_is_recorded(scenario: Scena
     s.start()
     killed(first)
     unknown_then_rerun(s, ran=1)
+
+
+@pytest.mark.slow
+def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: Scenario) -> None:
+    """A worker SIGSTOPped right before its tool acts (a ledger tool without a status query, so no
+    fence at the ledger): the attempt times out, the operator decides ``rerun`` and another worker
+    runs it; then the stopped worker resumes (SIGCONT): its stale attempt must not act."""
+    s = scenario
+    first = s.worker(env={"AGENTFSM_TEMPORAL_STOP": "before-tool"})
+    s.start()
+    until(lambda: stopped(first.pid), 60, "the worker stopping right before the tool")
+    unknown_then_rerun(s, ran=0)
+    first.send_signal(signal.SIGCONT)
+    log = s.folder / "workers.log"
+    until(lambda: s.runs() > 1 or REFUSED in log.read_text(errors="replace"), 60,
+          "the resumed worker acting or refusing")
+    assert s.runs() == 1, "the stale attempt acted after the rerun"

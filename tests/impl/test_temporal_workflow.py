@@ -1,7 +1,8 @@
 """The table workflow on a real Temporal dev server, with a worker in this process: a script ends
 as the durable runtime ends it, and an effect's lost outcome takes the table's unknown path
 (status query, else the operator's decision; never a retry), a failure is known, an approval
-expires by a workflow timer, an interrupt cancels the attempt, a start's pinned version holds."""
+expires by a workflow timer, an interrupt cancels the attempt, a start's pinned version holds, an
+attempt the server does not hold refuses to act."""
 
 from __future__ import annotations
 
@@ -239,3 +240,28 @@ def test_a_start_whose_text_is_not_its_pinned_version_is_refused(temporal_addres
     assert pinned[:16] in message and table_hash(start.table_text)[:16] in message
 
 
+
+
+def test_an_attempt_the_server_does_not_hold_refuses_to_act(temporal_address: str) -> None:
+    """The perform activity asks the server, right before its tool acts, whether it still holds the
+    attempt: one it does not know (here a task token no server issued; in the kill scenarios one
+    that timed out) refuses, ``AttemptStale``, and the tool never runs."""
+    from agentfsm.impl.temporal.activities import ATTEMPT_STALE, EffectActivities
+    from agentfsm.impl.temporal.messages import EffectTask, table_hash
+    from agentfsm.impl.temporal.worker import connect
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    ledger = MemoryLedger()
+    activities = EffectActivities(lambda table: ledger_tools(table, ledger, False))
+    text = TOOL_CALL.read_text(encoding="utf-8")
+    task = EffectTask(text, table_hash(text), str(TOOL_CALL), {}, "stale-1", "InvokeTool", "stale-1/3/0", 1, 1)
+
+    async def main() -> ApplicationError:
+        environment = ActivityEnvironment(client=await connect(temporal_address))
+        with pytest.raises(ApplicationError) as refused:
+            await environment.run(activities.perform, task)
+        return refused.value
+    refused = asyncio.run(main())
+    assert refused.type == ATTEMPT_STALE and "refused to act" in refused.message
+    assert not ledger.executions()
