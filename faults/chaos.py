@@ -674,13 +674,17 @@ def kill_server(pg_dir: Path) -> None:
 
 def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None = None, pg_dir: Path | None = None,
              tools: int = 3, runs: int = 12, log: Callable[[str], None] = lambda line: None,
-             agents: Sequence[ChaosAgent] = AGENTS) -> list[Row]:
+             agents: Sequence[ChaosAgent] = AGENTS, keep: Path | None = None) -> list[Row]:
     """``trials`` of each scenario; an agent scenario's trial ``k`` plays ``agents[k % len(agents)]``,
-    and its figures go to that agent's row."""
+    and its figures go to that agent's row. Each trial's folder (``SCENARIO-K``: its store, protocol
+    log, ledger) is removed afterwards, unless ``keep`` names a folder (new or empty) to leave them
+    in, to read a failing trial's log."""
     rng = random.Random(seed)
     rows: dict[tuple[str, str], Row] = {}
     writes: dict[str, list[int]] = {}  # full-disk: the frames of each write of each agent's fault-free run
-    base = Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    base = keep or Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
     try:
         for scenario in scenarios:
             for k in range(trials):
