@@ -470,13 +470,19 @@ def lost_started(trial: Trial, rng: random.Random) -> str:
     killed_mid_tool(trial, rng)
     db = trial.dir / "j.db"
     if db.exists():
-        with sqlite3.connect(db) as conn:  # in the run that started an effect last
-            conn.execute("DELETE FROM records WHERE run_id = (SELECT run_id FROM records WHERE kind = 'started' "
-                         "ORDER BY time DESC LIMIT 1) AND seq >= (SELECT max(seq) FROM records AS r "
-                         "WHERE r.run_id = records.run_id AND r.kind = 'started')")
-        conn.close()
+        lose_last_started(db)
         trial.row.faults += 1
     return "rerun"
+
+
+def lose_last_started(db: Path) -> None:
+    """Cut the journal back as a lost log tail would: in the run that started an effect last, its
+    records from that ``started`` on (its completion too, if it was journaled)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM records WHERE run_id = (SELECT run_id FROM records WHERE kind = 'started' "
+                     "ORDER BY time DESC LIMIT 1) AND seq >= (SELECT max(seq) FROM records AS r "
+                     "WHERE r.run_id = records.run_id AND r.kind = 'started')")
+    conn.close()
 
 
 def mistyped(trial: Trial, rng: random.Random) -> str:
@@ -709,7 +715,8 @@ def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None =
                         sqlite_trial(scenario, folder, row, rng, agent, tools)
                 log(f"{scenario} {k + 1}/{trials}: {asdict(row) | {'notes': len(row.notes)}}")
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
     return list(rows.values())
 
 
