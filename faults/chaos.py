@@ -470,13 +470,19 @@ def lost_started(trial: Trial, rng: random.Random) -> str:
     killed_mid_tool(trial, rng)
     db = trial.dir / "j.db"
     if db.exists():
-        with sqlite3.connect(db) as conn:  # in the run that started an effect last
-            conn.execute("DELETE FROM records WHERE run_id = (SELECT run_id FROM records WHERE kind = 'started' "
-                         "ORDER BY time DESC LIMIT 1) AND seq >= (SELECT max(seq) FROM records AS r "
-                         "WHERE r.run_id = records.run_id AND r.kind = 'started')")
-        conn.close()
+        lose_last_started(db)
         trial.row.faults += 1
     return "rerun"
+
+
+def lose_last_started(db: Path) -> None:
+    """Cut the journal back as a lost log tail would: in the run that started an effect last, its
+    records from that ``started`` on (its completion too, if it was journaled)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM records WHERE run_id = (SELECT run_id FROM records WHERE kind = 'started' "
+                     "ORDER BY time DESC LIMIT 1) AND seq >= (SELECT max(seq) FROM records AS r "
+                     "WHERE r.run_id = records.run_id AND r.kind = 'started')")
+    conn.close()
 
 
 def mistyped(trial: Trial, rng: random.Random) -> str:
@@ -674,13 +680,17 @@ def kill_server(pg_dir: Path) -> None:
 
 def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None = None, pg_dir: Path | None = None,
              tools: int = 3, runs: int = 12, log: Callable[[str], None] = lambda line: None,
-             agents: Sequence[ChaosAgent] = AGENTS) -> list[Row]:
+             agents: Sequence[ChaosAgent] = AGENTS, keep: Path | None = None) -> list[Row]:
     """``trials`` of each scenario; an agent scenario's trial ``k`` plays ``agents[k % len(agents)]``,
-    and its figures go to that agent's row."""
+    and its figures go to that agent's row. Each trial's folder (``SCENARIO-K``: its store, protocol
+    log, ledger) is removed afterwards, unless ``keep`` names a folder (new or empty) to leave them
+    in, to read a failing trial's log."""
     rng = random.Random(seed)
     rows: dict[tuple[str, str], Row] = {}
     writes: dict[str, list[int]] = {}  # full-disk: the frames of each write of each agent's fault-free run
-    base = Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    base = keep or Path(tempfile.mkdtemp(prefix="agentfsm-chaos-"))
     try:
         for scenario in scenarios:
             for k in range(trials):
@@ -705,7 +715,8 @@ def campaign(scenarios: Sequence[str], trials: int, seed: int, url: str | None =
                         sqlite_trial(scenario, folder, row, rng, agent, tools)
                 log(f"{scenario} {k + 1}/{trials}: {asdict(row) | {'notes': len(row.notes)}}")
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
     return list(rows.values())
 
 

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--pg", metavar="URL", help="a PostgreSQL server for the worker scenarios")
     parser.add_argument("--pg-dir", metavar="DIR", help="the scripts/postgres.sh cluster folder behind --pg "
                                                         "(AGENTFSM_PG_DIR), for server-kill")
+    parser.add_argument("--keep", metavar="DIR", help="leave each trial's folder (SCENARIO-K: its store, protocol "
+                                                      "log and ledger) in DIR, a new or empty folder, instead of "
+                                                      "removing it: the notes name the trial's folder")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--verbose", action="store_true", help="a line per trial on stderr")
     parser.set_defaults(func=run_chaos)
@@ -51,12 +54,14 @@ def run_chaos(args: argparse.Namespace) -> int:
         raise BadInput("--trials must be 1 or more")
     if args.pg_dir and not args.pg:
         raise BadInput("--pg-dir goes with --pg")
+    if args.keep and Path(args.keep).exists() and (not Path(args.keep).is_dir() or any(Path(args.keep).iterdir())):
+        raise BadInput(f"--keep {args.keep}: not a new or empty folder")
     scenarios = args.scenario or [*SCENARIOS, *(PG_SCENARIOS + WORKER_SCENARIOS if args.pg else ())]
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     agents = [a for a in AGENTS if a.name in args.agent] or AGENTS
     rows = campaign(scenarios, args.trials, seed, args.pg, Path(args.pg_dir) if args.pg_dir else None,
                     log=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None),
-                    agents=agents)
+                    agents=agents, keep=Path(args.keep) if args.keep else None)
     ok = all(r.ok for r in rows)
     if args.json:
         print(json.dumps(json_envelope("chaos", {"ok": ok, "seed": seed, "rows": [asdict(r) for r in rows]}), indent=2))

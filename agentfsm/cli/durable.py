@@ -20,7 +20,7 @@ from agentfsm.cli.util import deprecated, json_envelope, load_tables
 from agentfsm.impl.driver import StateChange
 from agentfsm.impl.durable import ownership as claims
 from agentfsm.impl.durable.beat import Beats
-from agentfsm.impl.durable.children import child_runs, parent_effect
+from agentfsm.impl.durable.children import child_runs, lease_run, parent_effect
 from agentfsm.impl.durable.protocol_log import LoggedStore, ProtocolLog, protocol_path
 from agentfsm.impl.durable.run import DecisionError, DurableRun, EffectCall, StatusReply, Tool, repair
 from agentfsm.impl.durable.state import ReplayError
@@ -655,23 +655,24 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
 
 
 def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
-    """``--repair``: cut a damaged tail back, or accept a damaged write-ahead log's loss, as this
-    run's owner (never under a live one); either way the effects the lost records may have
-    started become ``unknown``, and are named."""
+    """``--repair``: cut a damaged tail back, or accept a damaged write-ahead log's loss, as the
+    owner of the run whose lease covers this one (``lease_run``: never under a live owner); either
+    way the effects the lost records may have started become ``unknown``, and are named."""
     lease: Lease | None = None
     owned = owning(store)
     log = ProtocolLog(protocol_path(store), owner_name())
     if owned is not None:
         try:
-            lease = claims.claim_run(owned, run_id, owner_name(), 15.0, log)
+            lease = claims.claim_run(owned, lease_run(run_id), owner_name(), 15.0, log)
         except RunHeld as exc:
             raise BadInput(f"{args.path}: {exc}") from None
     log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
         repaired = repair(store, run_id, log_lost)
         if repaired is not None and lease is not None:   # the effects the repair made unknown, as its writes
-            for key in repaired.unknown:
-                log.note(run_id, "write", what="unknown", key=key, token=lease.token, result="ack", owner=lease.owner)
+            for key in repaired.unknown:   # under the lease's run, as the runtime logs a sub-run's writes
+                log.note(lease.run_id, "write", what="unknown", key=key, token=lease.token, result="ack",
+                         owner=lease.owner)
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:

@@ -10,9 +10,11 @@ extend its own), so one owner resumes the whole tree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 
 SUFFIX = "/sub-agent"
+UNIT = re.compile(r"(call|task)-[0-9]+")   # a script's unit journaled as its own run (``DurableTask``)
 
 
 def child_run_id(key: str) -> str:
@@ -23,6 +25,23 @@ def child_run_id(key: str) -> str:
 def parent_effect(run_id: str) -> str | None:
     """The effect key whose child ``run_id`` is, or None for a run that is nobody's child."""
     return run_id[: -len(SUFFIX)] if run_id.endswith(SUFFIX) else None
+
+
+def lease_run(run_id: str) -> str:
+    """The run whose lease covers ``run_id`` and fences its writes: a sub-agent's child run's
+    parent's, and a unit's that an agent journals as a run of its own (the tool-call runner's
+    ``RUN/call-N``, the explorer's ``RUN/task-N``: ``agentfsm.impl.agents.play.DurableTask``) the
+    run it plays under, up to the run a process claims. Another process that writes it (a repair)
+    claims that run, or it would not exclude the live owner."""
+    while True:
+        effect = parent_effect(run_id)
+        head, _, tail = run_id.rpartition("/")
+        if effect is not None:
+            run_id = effect.rsplit("/", 2)[0]   # the effect's key is RUN/SEQ/CALL
+        elif head and UNIT.fullmatch(tail):
+            run_id = head
+        else:
+            return run_id
 
 
 def child_runs(run_id: str, runs: Collection[str]) -> list[str]:

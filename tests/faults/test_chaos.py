@@ -90,10 +90,20 @@ def test_worker_and_server_kill_campaign() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_a_campaign_keeps_its_trials_folders_when_asked(tmp_path: Path) -> None:
+    """``--keep``: each trial's store and protocol log stay, to read a failing trial's log."""
+    tool_call = [a for a in AGENTS if a.name == "tool-call"]
+    check(campaign(("mistyped-id",), trials=1, seed=26, agents=tool_call, keep=tmp_path / "kept"))
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["mistyped-id-0"]
+    assert (tmp_path / "kept" / "mistyped-id-0" / "j.db.protocol.jsonl").stat().st_size > 0
+
+
 def test_chaos_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["chaos", "--trials", "0"]) == 2
     assert main(["chaos", "--pg-dir", "x"]) == 2
     assert "--pg-dir goes with --pg" in capsys.readouterr().err
+    assert main(["chaos", "--keep", str(ROOT)]) == 2
+    assert f"--keep {ROOT}: not a new or empty folder" in capsys.readouterr().err
     loom = str(ROOT / "spec" / "loom-agent.yaml")
     demo = str(ROOT / "examples" / "loom-demo.yaml")
     assert main(["run", loom, "--script", demo, "--full-disk-at", "3"]) == 2
