@@ -87,18 +87,10 @@ def enabled(ex: Exploration, event: int) -> Bools:
     return mask
 
 
-def fair_components(ex: Exploration, region: Bools) -> Ints:
-    """For each configuration, the id of the fair component of ``region`` it lies in (-1: none).
-
-    A fair component is a strongly connected set of configurations of ``region``, joined
-    by edges inside it, that holds an infinite fair run (see the module docstring)."""
-    g = progress(ex)
-    part = regions.region(g.offsets, g.targets, region)
-    return part.spread(_fair(ex, part), -1, ex.count)
-
-
 def _fair(ex: Exploration, part: regions.Region) -> Ints:
-    """``fair_components`` over the region's own graph (``regions``): per local node."""
+    """For each configuration of the region ``part`` (by its local number), the id of the fair
+    component it lies in (-1: none): a strongly connected set of the region's configurations,
+    joined by edges inside it, that holds an infinite fair run (see the module docstring)."""
     m, g = part.size, progress(ex)
     fairness = [(ex.table.events.index(ex.table.event(name)), kind) for name, kind in ex.table.fairness.items()]
     enabled_by = {e: enabled(ex, e)[part.nodes] for e, _ in fairness}
