@@ -148,6 +148,16 @@ class Proc:
     err: str
     timed_out: bool = False
 
+    @property
+    def gist(self) -> str:
+        """Its stderr's end for a note, or, when it printed a traceback, the traceback's last lines:
+        the error that is the verdict, not the lines logged after it."""
+        err = self.err.strip()
+        if "Traceback" not in err:
+            return err[-300:]
+        lines = err[err.rindex("Traceback"):].splitlines()
+        return "\n".join(line for line in lines if not line.startswith((" ", "\t")))[:300]
+
 
 def spawn(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """An ``agentfsm`` process in a session of its own. (A full disk is the process's own
@@ -293,7 +303,7 @@ class Trial:
             elif "Traceback" in proc.err or proc.code not in (0, 1, 2) or (proc.code == 2 and not self.named(proc.err)
                                                                              and "s.yaml" not in proc.err):
                 self.row.unclean += 1
-                self.row.notes.append(f"{self.dir.name}: exit {proc.code}: {proc.err.strip()[-300:]}")
+                self.row.notes.append(f"{self.dir.name}: exit {proc.code}: {proc.gist}")
         ledger = self.dir / "ledger"
         lines = Counter(ledger.read_text().split()) if ledger.exists() else Counter()
         effects = self.effects()
@@ -526,13 +536,14 @@ def pg_trial(folder: Path, row: Row, rng: random.Random, url: str, agent: ChaosA
         row.audit(pg_protocol_log(url, schema), folder.name)
     finally:
         drop_schema(url, schema)
-        forget(pg_protocol_log(url, schema))
+        take_log(pg_protocol_log(url, schema), folder)
 
 
-def forget(log: Path | None) -> None:
-    """Remove a dropped schema's protocol log (it lives outside the trial's folder)."""
-    if log is not None:
-        log.unlink(missing_ok=True)
+def take_log(log: Path | None, folder: Path) -> None:
+    """Move a dropped schema's protocol log (it lives outside the trial's folder) into the trial's
+    folder, which is removed, or kept with ``--keep``."""
+    if log is not None and log.exists():
+        shutil.move(log, folder / "protocol.jsonl")
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -617,13 +628,15 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
         procs.append((child, False))
     row.trials += 1
     verdicts = [(reap(child, max(1.0, deadline - time.monotonic() + 30)), killed) for child, killed in procs]
+    for n, (proc, _) in enumerate(verdicts):  # kept with the trial's folder (--keep), to read a note in full
+        (folder / f"worker-{n}.stderr").write_text(proc.err)
     for proc, killed in verdicts:
         if proc.timed_out:
             row.stuck += 1
             row.notes.append(f"{folder.name}: a worker did not finish")
         elif not killed and ("Traceback" in proc.err or proc.code != 0):
             row.unclean += 1
-            row.notes.append(f"{folder.name}: worker exit {proc.code}: {proc.err.strip()[-300:]}")
+            row.notes.append(f"{folder.name}: worker exit {proc.code}: {proc.gist}")
     executions = FileLedger(ledger).executions()
     row.duplicated += sum(n - 1 for n in executions.values() if n > 1)
     store = connect(url, schema)
@@ -647,7 +660,7 @@ def worker_trial(scenario: str, folder: Path, row: Row, rng: random.Random, url:
             store._conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         store.close()
     row.audit(pg_protocol_log(url, schema), folder.name)
-    forget(pg_protocol_log(url, schema))
+    take_log(pg_protocol_log(url, schema), folder)
 
 
 def connect(url: str, schema: str) -> PostgresStore:

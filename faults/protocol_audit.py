@@ -34,8 +34,10 @@ next message in one step, so other processes' records may come between the two. 
 expiry is placed, not searched for: before a claim granted over an earlier grant, unless the
 log shows that lease still held (``held``). What the runtime does not
 log (the workers' other steps, the tool's taking and finishing a call, faults) is searched for
-by the audit, within its bound. A log that is not one (a line that is not JSON, a record
-without its fields) is a verdict too, never a traceback.
+by the audit, within its bound. A ``started`` that a killed process acknowledged but never
+logged is put back where its successor's ``unknown`` proves it (``restore_lost_lines``). A log
+that is not one (a line that is not JSON, a record without its fields) is a verdict too, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class Window:
     key: str
     records: list[dict[str, Any]] = field(default_factory=list)
     cut: str = ""
-    lines: list[int] = field(default_factory=list)   # each record's line in the log (0: an expiry the audit placed)
+    lines: list[int] = field(default_factory=list)   # each record's line in the log (0: placed or restored)
+    restored: int = 0   # records a crash lost that the audit put back (``restore_lost_lines``)
 
     def add(self, record: dict[str, Any], source: Mapping[str, Any] | None) -> None:
         self.records.append(record)
@@ -84,6 +87,7 @@ class Verdict:
     explained: int = 0
     cut: int = 0
     records: int = 0
+    restored: int = 0
     unexplained: list[str] = field(default_factory=list)
     failed: list[Window] = field(default_factory=list)   # the unexplained windows, in the log's order
 
@@ -96,6 +100,7 @@ class Verdict:
         self.explained += other.explained
         self.cut += other.cut
         self.records += other.records
+        self.restored += other.restored
         self.unexplained += other.unexplained
         self.failed += other.failed
 
@@ -161,12 +166,48 @@ def windows(records: Sequence[Mapping[str, Any]]) -> list[Window]:
     for record in records:
         by_run.setdefault(record["run"], []).append(record)
     found = []
-    for run, own in by_run.items():
+    for run, logged in by_run.items():
+        own = restore_lost_lines(logged)
         keys = dict.fromkeys(r["key"] for r in own if r["op"] == "write" and r.get("what") == "started")
         for key in keys:
             found.append(_window(run, key, own, _first_claim(own, key)))
             found += [_window(run, key, own, i) for i, r in enumerate(own) if _rerun(r, key)]
     return found
+
+
+def restore_lost_lines(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A run's records with each ``started`` a crash kept out of the log put back.
+
+    A process logs a write after the store acknowledges it, so a process killed in between loses
+    that line while the journal keeps the write. Its successor's acknowledged ``unknown`` for an
+    effect no logged ``started`` precedes proves the ``started`` durable; it was written by the
+    process that held the run before the successor's claim, if that process never logged again
+    (it died) and had not released the run. The ``started`` is put back after that process's
+    last line, marked ``restored``; any other ``unknown`` is left as logged, for the audit to judge."""
+    after: dict[int, list[Mapping[str, Any]]] = {}
+    started = set()
+    for u, record in enumerate(records):
+        if record["op"] != "write" or record["result"] != "ack":
+            continue
+        if record.get("what") == "started":
+            started.add(record["key"])
+        if record.get("what") != "unknown" or record["key"] in started:
+            continue
+        claims = [i for i, r in enumerate(records[:u]) if r["op"] == "claim" and r["result"] == "granted"]
+        mine = next((i for i in reversed(claims) if records[i].get("token") == record["token"]), None)
+        holder = next((records[i] for i in reversed(claims) if mine is not None and i < mine
+                       and int(records[i]["token"]) < int(record["token"])), None)
+        if mine is None or holder is None:
+            continue
+        lines = [i for i, r in enumerate(records)
+                 if r["owner"] == holder["owner"] and r.get("token") == holder["token"]]
+        if max(lines) > mine or any(records[i]["op"] == "release" for i in lines):
+            continue
+        after.setdefault(max(lines), []).append(
+            {"run": record["run"], "owner": holder["owner"], "op": "write", "what": "started", "key": record["key"],
+             "token": holder["token"], "result": "ack", "attempt": 1, "restored": True})
+        started.add(record["key"])
+    return [r for i, record in enumerate(records) for r in (record, *after.get(i, ()))]
 
 
 def _rerun(record: Mapping[str, Any], key: str) -> bool:
@@ -266,6 +307,7 @@ def _window(run: str, key: str, records: Sequence[Mapping[str, Any]], start: int
                 skip.add((record["owner"], "completed"))
         elif what in ("started", "completed"):   # after the completion, one the system rejects
             window.add({**shown, "what": what}, record)
+            window.restored += bool(record.get("restored"))
             if record["result"] == "ack":
                 journal = 1 if what == "started" else 2
                 started += what == "started"
@@ -301,6 +343,7 @@ class Auditor:
             verdict.windows += 1
             verdict.cut += bool(window.cut)
             verdict.records += len(window.records)
+            verdict.restored += window.restored
             if not window.records:
                 continue
             lines = _lines(window)

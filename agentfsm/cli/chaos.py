@@ -42,8 +42,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--pg-dir", metavar="DIR", help="the scripts/postgres.sh cluster folder behind --pg "
                                                         "(AGENTFSM_PG_DIR), for server-kill")
     parser.add_argument("--keep", metavar="DIR", help="leave each trial's folder (SCENARIO-K: its store, protocol "
-                                                      "log and ledger) in DIR, a new or empty folder, instead of "
-                                                      "removing it: the notes name the trial's folder")
+                                                      "log, ledger, workers' stderr) in DIR, a new or empty "
+                                                      "folder, instead of removing it: the notes name the "
+                                                      "trial's folder")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--verbose", action="store_true", help="a line per trial on stderr")
     parser.set_defaults(func=run_chaos)

@@ -310,12 +310,21 @@ class Ownership:
                 self.log.close()
                 raise
             self.store = LoggedStore(owned, self.lease, self.log)
-            beat_store = self._beat_store = owned.reopen()
-            self.heartbeat = Heartbeat(self.lease, beat_store.renew, self.log.renewed).__enter__()
-            self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
+            try:
+                beat_store = self._beat_store = owned.reopen()
+                self.heartbeat = Heartbeat(self.lease, beat_store.renew, self.log.renewed).__enter__()
+                self.beats = Beats(url)  # renews even while a tool keeps this interpreter's lock
+            except JournalError:  # no one would renew the claim: give it back now, not at its expiry
+                self._give_back()
+                raise
             self.beats.hold(self.lease)
 
     def close(self) -> None:
+        self._give_back()
+        self.raw.close()
+
+    def _give_back(self) -> None:
+        """Stop renewing the lease and release it (the store stays open: whoever opened it closes it)."""
         if self.beats is not None and self.lease is not None:
             self.beats.drop(self.lease)
             self.beats.close()
@@ -329,7 +338,6 @@ class Ownership:
                 owned.release(self.lease)
                 self.log.released(self.lease)
         self.log.close()
-        self.raw.close()
 
 
 class Detached(JournalError):

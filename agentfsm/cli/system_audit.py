@@ -193,12 +193,16 @@ def run_protocol_audit(args: argparse.Namespace, system: System, system_path: st
     if first is not None and args.chart:
         _draw(system, first[1], args.chart)
     summary = {"logs": len(args.log), "effects": verdict.windows, "explained": verdict.explained, "cut": verdict.cut,
-               "records": verdict.records, "unexplained_effects": verdict.unexplained, "notes": notes}
+               "records": verdict.records, "restored": verdict.restored, "unexplained_effects": verdict.unexplained,
+               "notes": notes}
     if args.json:
         audit = audit_json(system, first[1]) if first is not None else {"system": system.name, "ok": True}
         print(json.dumps(json_envelope("audit", {**audit, "protocol": summary, "ok": verdict.ok})))
         return EXIT_OK if verdict.ok else EXIT_FAILED
     lines = [f"note: {note}" for note in notes]
+    if verdict.restored:
+        lines.append(f"note: {verdict.restored} started write(s) a killed process acknowledged but never logged, "
+                     "put back from its successor's unknown")
     if first is not None:
         lines += format_system_audit(system, first[1])[:1]
         lines.append(f"  the record, as its effect's window reads it: {json.dumps(first[2])}")

@@ -29,7 +29,9 @@ from agentfsm.spec.model import Table
 
 STARTUP_WAIT = 60.0  # seconds a starting worker waits for a server that is down or restarting
 UNAVAILABLE = ("Connection refused", "the database system is starting up", "the database system is shutting down",
-               "the database system is in recovery mode", "the database system is not yet accepting connections")
+               "the database system is in recovery mode", "the database system is not yet accepting connections",
+               "terminating connection due to unexpected postmaster exit",  # connected as the server was killed
+               "server closed the connection unexpectedly")
 STORE_HELP = "the shared store: postgresql://USER@HOST:PORT/DATABASE[?schema=NAME]"
 
 

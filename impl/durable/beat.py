@@ -7,7 +7,8 @@ child process instead (``python -P -m agentfsm.impl.durable.beat URL PID``; ``-P
 the package of a source checkout in the working directory), on its own
 connection to the store. The owner tells it which leases to hold and drop, one JSON line
 each on the child's stdin; a lease the child finds lost it stops renewing (the owner's own
-writes are fenced, so the owner learns it there).
+writes are fenced, so the owner learns it there). A child that cannot reach the store says so
+instead of being ready, and its owner raises ``JournalError``.
 
 The child renews only while its owner can act: it stops renewing while the owner is stopped
 (SIGSTOP, a debugger: its lease must lapse so another process can take the run over, as the
@@ -31,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
+from agentfsm.impl.stores.journal import JournalError
 from agentfsm.impl.stores.leases import Lease, LeaseLost, OwnedStore
 
 
@@ -43,7 +45,11 @@ class Beats:
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, close_fds=True)
         self._lock = threading.Lock()
         assert self._child.stdout is not None
-        self._child.stdout.readline()  # ready (connected): its first renewal will not come late
+        line = self._child.stdout.readline()  # ready (connected): its first renewal will not come late
+        answer = json.loads(line) if line else {"error": f"exited with status {self._child.wait()}"}
+        if "error" in answer:  # no one would renew the leases the owner took
+            self.close()
+            raise JournalError(f"heartbeat process: {answer['error']}")
 
     def _send(self, message: dict[str, object]) -> None:
         assert self._child.stdin is not None
@@ -96,7 +102,11 @@ def main(url: str, owner: int) -> None:
     from agentfsm.impl.stores.urls import open_store
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the owner's to handle; the owner ends this
-    store = open_store(url)
+    try:
+        store = open_store(url)
+    except JournalError as exc:  # the server may be down or restarting: the owner decides what follows
+        print(json.dumps({"error": str(exc).strip()}), flush=True)
+        return
     print(json.dumps({"ready": True}), flush=True)
     renew = cast(OwnedStore, store).renew  # both stores' renew serves a CLI run's and a worker's lease
     held: dict[tuple[str, int], tuple[Lease, float]] = {}  # (run, token): (lease, next renewal)

@@ -91,6 +91,10 @@ IDLE_IN_TRANSACTION = 5.0
 statements sent back to back) before the server ends it and releases its locks."""
 
 
+def unreachable(exc: psycopg.Error) -> JournalError:
+    return JournalError(f"cannot connect to the PostgreSQL store: {str(exc).strip()}")
+
+
 class PostgresStore(SqlJournal):
     """Runs' journals and their job queue in one PostgreSQL schema (``public`` unless named).
 
@@ -106,7 +110,14 @@ class PostgresStore(SqlJournal):
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
-            raise JournalError(f"cannot connect to the PostgreSQL store: {str(exc).strip()}") from None
+            raise unreachable(exc) from None
+        try:
+            self._set_up(schema)
+        except psycopg.Error as exc:  # the server went away just after it accepted (killed, restarting)
+            self._conn.close()
+            raise unreachable(exc) from None
+
+    def _set_up(self, schema: str | None) -> None:
         # A worker stalled inside a transaction (a frozen VM, SIGSTOP) would keep the run's rows
         # locked: the server ends such a session, its locks go, and the stalled worker's commit fails.
         self._conn.execute(f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION * 1000)}")

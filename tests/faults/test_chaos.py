@@ -18,6 +18,7 @@ from agentfsm.faults.chaos import (
     PG_SCENARIOS,
     SCENARIOS,
     WORKER_SCENARIOS,
+    Proc,
     Row,
     campaign,
     count_writes,
@@ -96,6 +97,16 @@ def test_a_campaign_keeps_its_trials_folders_when_asked(tmp_path: Path) -> None:
     check(campaign(("mistyped-id",), trials=1, seed=26, agents=tool_call, keep=tmp_path / "kept"))
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["mistyped-id-0"]
     assert (tmp_path / "kept" / "mistyped-id-0" / "j.db.protocol.jsonl").stat().st_size > 0
+
+
+def test_an_unclean_note_shows_the_traceback_not_the_lines_logged_after_it() -> None:
+    """The server-kill failure of CI showed only the worker's later reconnect messages; the
+    traceback that made it unclean (a heartbeat process's) was cut off."""
+    err = ("w/0: AdminShutdown; reconnecting\nTraceback (most recent call last):\n  File \"beat.py\", line 9\n"
+           "    main()\nJournalError: cannot connect\n\tIs the server running?\n" + "w/0: reconnecting\n" * 40)
+    assert Proc([], 0, "", err).gist == ("Traceback (most recent call last):\nJournalError: cannot connect\n"
+                                         + "w/0: reconnecting\n" * 40)[:300]
+    assert Proc([], 1, "", "x" * 400 + "end").gist == "x" * 297 + "end"
 
 
 def test_chaos_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -524,3 +524,57 @@ def test_a_real_runs_log_damaged_anywhere_gets_a_clear_verdict(tmp_path: Path,
         code, out, err = run_cli(["audit", SYSTEM, str(path)], capsys)
         assert code == 1 and "Traceback" not in out + err, out + err
         assert re.search(rf"the logs part from the system at {re.escape(str(path))}:\d+", out), out
+
+
+def call(owner: str, token: int, key: str = KEY) -> dict[str, Any]:
+    return {"run": "run", "owner": owner, "op": "call", "key": key, "token": token, "attempt": 1}
+
+
+# The server-kill campaign's unexplained effect (CI, and again with --keep): worker A completed one
+# effect, journaled the next one's `started` and was SIGKILLed before it logged the acknowledgement
+# (the log is written after the store answers). B took the run over, journaled `unknown`, asked the
+# tool (`not run`) and performed the effect.
+EARLIER = "run/1/0"
+LOST_LINE = [claim("A", 1), write("A", "started", 1, key=EARLIER), call("A", 1, EARLIER),
+             {**returned("A", "done", 1), "key": EARLIER}, write("A", "completed", 1, key=EARLIER),
+             claim("B", 2), write("B", "unknown", 2), status("B", "not-run", 2),
+             {**write("B", "started", 2), "attempt": 2}, call("B", 2), returned("B", "done", 2),
+             write("B", "completed", 2), {"run": "run", "owner": "B", "op": "release", "token": 2}]
+
+
+def test_a_started_whose_log_line_a_crash_lost_is_restored_from_the_successors_unknown() -> None:
+    """The successor's acknowledged ``unknown`` proves the effect's ``started`` was durable; the
+    process that held the run before it, and never logged again, wrote it: its last line was lost."""
+    verdict = AUDITOR.audit_records(LOST_LINE)
+    assert verdict.ok and verdict.windows == 2 and verdict.restored == 1, verdict.unexplained
+    [_, window] = windows(LOST_LINE)
+    restored = window.records[1]
+    assert (restored["owner"], restored["what"], restored["token"], window.lines[1]) == ("A", "started", 1, 0)
+
+
+def test_agentfsm_audit_says_which_lines_it_restored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "j.db.protocol.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in LOST_LINE))
+    code, out, _ = run_cli(["audit", SYSTEM, str(log)], capsys)
+    assert code == 0, out
+    assert "note: 1 started write(s) a killed process acknowledged but never logged" in out
+    code, out, _ = run_cli(["audit", SYSTEM, str(log), "--json"], capsys)
+    assert json.loads(out)["protocol"]["restored"] == 1
+
+
+@pytest.mark.parametrize("change, why", [
+    ("A acts after B's claim", "A was alive: its log lost no line"),
+    ("A released the run", "A gave the run up before: it did not write the started"),
+    ("no earlier claim", "no process held the run before B"),
+])
+def test_a_started_no_record_shows_stays_unexplained_unless_a_crash_explains_it(change: str, why: str) -> None:
+    records = list(LOST_LINE)
+    if change == "A acts after B's claim":
+        records.insert(7, {"run": "run", "owner": "A", "op": "renew", "result": "lost", "token": 1})
+    elif change == "A released the run":
+        records.insert(5, {"run": "run", "owner": "A", "op": "release", "token": 1})
+    else:
+        records = records[5:]
+    verdict = AUDITOR.audit_records(records)
+    assert not verdict.ok and verdict.restored == 0, why
+    assert "takes AskStatus" in verdict.unexplained[0], verdict.unexplained

@@ -287,3 +287,27 @@ def test_a_durable_run_and_its_journal_take_store_urls(tmp_path: Path, pg_url: s
         [run] = json.loads(capsys.readouterr().out)["runs"]
         assert run["current"]["state"] == "ShuttingDown" and len(run["records"]) > 50
     assert main(["journal", "--store", f"sqlite:///{tmp_path}/missing.db"]) == 2
+
+
+class _DyingConnection:
+    """A connection the server ends right after it was opened (its postmaster killed)."""
+
+    closed = False
+
+    def execute(self, *args: object) -> None:
+        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_server_that_dies_while_the_store_is_set_up_is_a_journal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """server-kill chaos campaign: a worker connected as the server was killed; the next statement
+    of the store's set-up raised psycopg's own error, and the worker exited 1 with a traceback
+    instead of waiting for the server as it does when the connection is refused."""
+    connection = _DyingConnection()
+    monkeypatch.setattr(psycopg, "connect", lambda *args, **kwargs: connection)
+    with pytest.raises(JournalError, match=r"^cannot connect to the PostgreSQL store: consuming input failed: server "
+                                           r"closed the connection unexpectedly$"):
+        PostgresStore("postgresql://x@127.0.0.1:1/db", "s")
+    assert connection.closed

@@ -250,7 +250,13 @@ class Closable:
         pass
 
 
-def test_a_worker_started_while_its_server_is_down_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reason", [
+    "Connection refused",
+    # connected while the server was being killed (server-kill, CI): its backend ended at once
+    "FATAL:  terminating connection due to unexpected postmaster exit",
+    "server closed the connection unexpectedly",
+])
+def test_a_worker_started_while_its_server_is_down_waits_for_it(reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chaos campaign server-kill: workers started while the server restarted exited 2 at once,
     and every run stayed queued. A starting worker waits for a refused server (bounded)."""
     from agentfsm.cli import workers as commands
@@ -261,7 +267,7 @@ def test_a_worker_started_while_its_server_is_down_waits_for_it(monkeypatch: pyt
     def refused_twice(url: str) -> Closable:
         attempts.append(url)
         if len(attempts) < 3:
-            raise BadInput(f"cannot connect to the PostgreSQL store: connection to {url} failed: Connection refused")
+            raise BadInput(f"cannot connect to the PostgreSQL store: connection to {url} failed: {reason}")
         return Closable()
     monkeypatch.setattr(commands, "_open", refused_twice)
     monkeypatch.setattr(time, "sleep", lambda seconds: None)
