@@ -664,19 +664,21 @@ def _journal(store: Store, args: argparse.Namespace) -> int:
 
 def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str, JSON]) -> None:
     """``--repair``: cut a damaged tail back, or accept a damaged write-ahead log's loss, as the
-    owner of the run whose lease covers this one (``lease_run``: never under a live owner); either
-    way the effects the lost records may have started become ``unknown``, and are named."""
-    lease: Lease | None = None
+    owner of the run whose lease covers this one (``lease_run``: never under a live owner) and of
+    the run itself (a run the user named like an agent's unit, ``x/call-3``, is its own process's);
+    either way the effects the lost records may have started become ``unknown``, and are named."""
+    leases: list[Lease] = []
     owned = owning(store)
     log = ProtocolLog(protocol_path(store), owner_name())
-    if owned is not None:
-        try:
-            lease = claims.claim_run(owned, lease_run(run_id), owner_name(), 15.0, log)
-        except RunHeld as exc:
-            raise BadInput(f"{args.path}: {exc}") from None
-    log_lost = store.log_damage if isinstance(store, SqliteStore) else None
     try:
-        repaired = repair(store, run_id, log_lost)
+        if owned is not None:
+            for name in dict.fromkeys((lease_run(run_id), run_id)):
+                try:
+                    leases.append(claims.claim_run(owned, name, owner_name(), 15.0, log))
+                except RunHeld as exc:
+                    raise BadInput(f"{args.path}: {exc}") from None
+        lease = leases[0] if leases else None
+        repaired = repair(store, run_id, store.log_damage if isinstance(store, SqliteStore) else None)
         if repaired is not None and lease is not None:   # the effects the repair made unknown, as its writes
             for key in repaired.unknown:   # under the lease's run, as the runtime logs a sub-run's writes
                 log.note(lease.run_id, "write", what="unknown", key=key, token=lease.token, result="ack",
@@ -684,9 +686,9 @@ def _repair(store: Store, args: argparse.Namespace, run_id: str, entry: dict[str
     except CorruptJournal:
         return  # damage before the tail: reported below, not repairable by cutting
     finally:
-        if lease is not None and owned is not None:
-            owned.release(lease)
-            log.released(lease)
+        for held in leases:
+            cast(OwnedStore, owned).release(held)   # leases come from the owned store only
+            log.released(held)
         log.close()
     if repaired is None:
         return

@@ -63,6 +63,11 @@ def test_the_repair_of_a_calls_run_is_refused_while_its_lease_run_has_a_live_own
         assert refused.returncode == 2 and "'run' is owned by" in refused.stderr, refused.stdout + refused.stderr
         assert "repaired" not in refused.stdout
         store.release(lease)
+        # A run the user named like a unit (no agent's unit: its own process owns it) is excluded too.
+        lease = store.acquire("run/call-3", owner_name(), 60.0)
+        refused = repair(trial.dir)
+        assert refused.returncode == 2 and "'run/call-3' is owned by" in refused.stderr, refused.stdout + refused.stderr
+        store.release(lease)
     finally:
         store.close()
     repaired = repair(trial.dir)
