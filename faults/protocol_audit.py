@@ -42,6 +42,7 @@ a traceback.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import tempfile
@@ -167,7 +168,7 @@ def windows(records: Sequence[Mapping[str, Any]]) -> list[Window]:
         by_run.setdefault(record["run"], []).append(record)
     found = []
     for run, logged in by_run.items():
-        own = restore_lost_lines(logged)
+        own = place_late_acks(restore_lost_lines(logged))
         keys = dict.fromkeys(r["key"] for r in own if r["op"] == "write" and r.get("what") == "started")
         for key in keys:
             found.append(_window(run, key, own, _first_claim(own, key)))
@@ -208,6 +209,45 @@ def restore_lost_lines(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str
              "token": holder["token"], "result": "ack", "attempt": 1, "restored": True})
         started.add(record["key"])
     return [r for i, record in enumerate(records) for r in (record, *after.get(i, ()))]
+
+
+def place_late_acks(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A run's records with each acknowledged write placed where the store can have taken it,
+    and the ``sent`` lines left out.
+
+    A process logs ``sent`` before it asks the store for a write and the answer after. A process
+    stopped in between (SIGSTOP, a long pause) logs an acknowledgement late, after another
+    process's claim that the store granted after the write's commit: such an acknowledgement,
+    under a token older than that claim's, moves to just before the first claim granted since
+    its ``sent`` with a newer token (a fenced store takes no write under an older token after
+    it). A write sent after that claim is not moved: the store took it under a superseded token."""
+    sent: dict[tuple[Any, ...], int] = {}   # (owner, what, key, token): where its last ``sent`` is
+    claims: list[tuple[int, int]] = []   # (where, token) of each granted claim, in order
+    before: dict[int, list[Mapping[str, Any]]] = {}   # a claim's place: the acknowledgements moved before it
+    moved: set[int] = set()
+    for i, record in enumerate(records):
+        op, result = record["op"], record.get("result")
+        if op == "claim" and result == "granted":
+            claims.append((i, int(record["token"])))
+        if op != "write" or result not in ("sent", "ack"):
+            continue
+        write = tuple(record.get(k) for k in ("owner", "what", "key", "token"))
+        if result == "sent":
+            sent[write] = i
+            continue
+        if write not in sent:
+            continue
+        since = bisect.bisect(claims, (sent.pop(write), 1 << 62))
+        newer = next((at for at, token in claims[since:] if token > int(record["token"])), None)
+        if newer is not None:
+            before.setdefault(newer, []).append(record)
+            moved.add(i)
+    placed: list[Mapping[str, Any]] = []
+    for i, record in enumerate(records):
+        placed += before.get(i, ())
+        if i not in moved and not (record["op"] == "write" and record.get("result") == "sent"):
+            placed.append(record)
+    return placed
 
 
 def _rerun(record: Mapping[str, Any], key: str) -> bool:

@@ -99,7 +99,8 @@ class ProtocolLog:
         self.note(lease.run_id, "release", token=lease.token, owner=lease.owner)
 
     def wrote(self, lease: Lease, entries: Sequence[Entry], result: str) -> None:
-        """Each effect record among ``entries`` written under ``lease``: ``ack`` or ``rejected``."""
+        """Each effect record among ``entries`` written under ``lease``: ``sent`` (before the store is
+        asked), then ``ack`` or ``rejected``."""
         for entry in entries:
             if entry.kind in LOGGED and "key" in entry.body:
                 extra: dict[str, JSON] = {"attempt": entry.body["attempt"]} if entry.kind == STARTED else {}
@@ -125,6 +126,7 @@ class LoggedStore(FencedStore):
 
     def append(self, run_id: str, expect: int, entries: Sequence[Entry],
                snapshot: Mapping[str, JSON] | None = None) -> list[Record]:
+        self.log.wrote(self.lease, entries, "sent")   # before the store is asked: a late answer is placed by it
         try:
             records = super().append(run_id, expect, entries, snapshot)
         except LeaseLost:
