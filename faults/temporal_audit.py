@@ -18,13 +18,14 @@ explains is explained too); such windows are counted as **cut**:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfsm.faults.protocol_audit import ROOT, Auditor, Window
+from agentfsm.faults.protocol_audit import ROOT, Auditor, Verdict, Window, read_protocol
 from agentfsm.spec.audit_mapping import load_mapping
 from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_log import LogError
 from agentfsm.verify.system.audit import DEFAULT_LIMIT, DEFAULT_MAX_SILENT
 
 SYSTEM = "temporal-run"
@@ -68,3 +69,15 @@ def auditor(max_silent: int = DEFAULT_MAX_SILENT, limit: int = DEFAULT_LIMIT,
     """The system and its runtime mapping, loaded once for many logs."""
     system = load_system(str(system_file))
     return Auditor(system, load_mapping(system, mapping_file), max_silent, limit, cut=windows)
+
+
+def audit_runs(log: Path, kinds: Mapping[str, Callable[[str], bool]],
+               audit: Auditor | None = None) -> dict[str, Verdict]:
+    """A campaign's protocol log audited per kind of run (``kinds``: which run ids are of each kind);
+    a log that cannot be read is an unexplained window of every kind, with the reason."""
+    audit = audit or auditor()
+    try:
+        records = read_protocol(log) if log.exists() else []
+    except LogError as exc:
+        return {kind: Verdict(windows=1, unexplained=[str(exc)]) for kind in kinds}
+    return {kind: audit.audit_records([r for r in records if mine(r["run"])]) for kind, mine in kinds.items()}

@@ -62,7 +62,7 @@ def test_temporal_run_without_the_stale_attempt_fence_runs_the_tool_twice(tmp_pa
     found = failing(system)
     assert set(found) == {"tool-runs-at-most-once"}
     steps = story(system, found["tool-runs-at-most-once"])
-    assert "fault: worker[0] stalls" in steps and "environment -> workflow: DecideRerun" in steps
+    assert "fault: worker[0] stalls" in steps and "environment -> workflow: DecideRerun(ran=false)" in steps
     assert steps[-3:] == ["worker[0] wakes", "environment -> worker[0]: Act", "tool takes Run(who=0, token=1)"]
 
 
