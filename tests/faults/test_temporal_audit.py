@@ -77,6 +77,14 @@ def test_a_fencing_tool_s_refusal_of_the_stale_call_is_explained() -> None:
     assert not audit(records)[0]   # a stale attempt's check cannot pass
 
 
+def test_a_worker_killed_before_its_first_record_is_explained() -> None:
+    """The campaign's unexplained effect (agent-run-42/call-1): a worker killed after it took the
+    attempt and before it noted it (an agent's task builds its replica first), so the log's first
+    record of the effect is the status query after the timeout."""
+    records = [rec("status", 1, "w2", answer="none", token=2), *performed(2, "w2")]
+    assert audit(records) == (True, [])
+
+
 def test_effects_and_runs_are_windows_of_their_own() -> None:
     other = performed(1, "w2", key="run/5/0")
     interleaved = [r for pair in zip(CLEAN, other, strict=True) for r in pair]
