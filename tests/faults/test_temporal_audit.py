@@ -61,6 +61,16 @@ def test_a_stale_attempt_whose_check_passes_is_unexplained_at_that_record() -> N
     assert '{"op": "check", "result": "passed", "attempt": 1, "slot": 0}' in why[0]
 
 
+def test_a_stale_attempt_whose_check_passes_after_a_settled_decision_is_unexplained() -> None:
+    """No next attempt: the operator settled the unknown effect; the status query (unanswered) says
+    the attempt had timed out, so its check cannot pass afterwards."""
+    records = [rec("attempt", 1, "w1"), rec("status", 1, "w2", answer="none", token=2),
+               rec("check", 1, "w1", result="passed")]
+    ok, why = audit(records)
+    assert not ok and "record 3 of its window, worker[0] takes Act" in why[0]
+    assert audit([*records[:2], rec("check", 1, "w1", result="refused")]) == (True, [])
+
+
 def test_a_stale_attempt_that_acts_without_its_check_is_unexplained() -> None:
     records = [*FENCE_SKIPPED[:-2], rec("call", 1, "w1")]
     ok, why = audit(records)
