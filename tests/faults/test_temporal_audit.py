@@ -5,6 +5,7 @@ not, at that record; logs damaged on purpose give a verdict, never a traceback."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,29 @@ def test_any_order_of_a_log_gets_a_verdict(order: list[int]) -> None:
         assert verdict.ok
     if order.index(4) < order.index(3):
         assert not verdict.ok
+
+
+@pytest.mark.parametrize("chosen", [True, False], ids=["chosen-file", "none"])
+def test_an_activity_without_its_client_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     chosen: bool) -> None:
+    """An activity run without a client (a test's environment) logs to $AGENTFSM_PROTOCOL_LOG when one
+    is chosen, and to nothing otherwise: the log never fails the activity."""
+    from agentfsm.impl.durable.ledger import MemoryLedger, ledger_tools
+    from agentfsm.impl.durable.protocol_log import ENV
+    from agentfsm.impl.temporal.activities import EffectActivities
+    from agentfsm.impl.temporal.messages import EffectTask, table_hash
+    from temporalio.testing import ActivityEnvironment
+
+    log = tmp_path / "chosen.protocol.jsonl"
+    monkeypatch.delenv(ENV, raising=False)
+    if chosen:
+        monkeypatch.setenv(ENV, str(log))
+    activities = EffectActivities(lambda table: ledger_tools(table, MemoryLedger(), True))
+    tool_call = ROOT / "spec" / "tool-call.yaml"
+    text = tool_call.read_text(encoding="utf-8")
+    task = EffectTask(text, table_hash(text), str(tool_call), {}, "run", "InvokeTool", KEY, 1, 2)
+    answer = asyncio.run(ActivityEnvironment().run(activities.status, task))
+    assert (answer.known, answer.status, answer.fences) == (True, "not-run", True)
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert [(r["op"], r["key"], r["token"], r["answer"]) for r in records] == ([("status", KEY, 2, "not-run")]
+                                                                              if chosen else [])
