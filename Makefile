@@ -9,7 +9,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 TABLES := $(sort $(wildcard spec/*.yaml))
 # Bundled systems: these verify; the durable protocol as it was must fail (its counterexamples are the defects).
-SYSTEMS := spec/systems/loom-with-tools.yaml spec/systems/vibework-with-user.yaml spec/systems/durable-run-fixed.yaml
+SYSTEMS := spec/systems/loom-with-tools.yaml spec/systems/vibework-with-user.yaml spec/systems/durable-run-fixed.yaml \
+           spec/systems/temporal-run.yaml
 BROKEN_SYSTEMS := $(sort $(wildcard spec/systems/durable-run-as-it-was-*.yaml))
 # The editable install links each module; a new module (or a changed pyproject) needs it re-run.
 SOURCES := pyproject.toml $(sort $(wildcard agentfsm/*.py agentfsm/*/*.py spec/*.py spec/*.yaml spec/*.json spec/systems/*.yaml spec/systems/tables/*.yaml impl/*.py impl/*/*.py verify/*.py verify/*/*.py faults/*.py diagrams/*.py diagrams/*.js diagrams/*.css))

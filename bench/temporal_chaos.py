@@ -2,9 +2,10 @@
 worker processes SIGKILLed and SIGSTOPped inside activities, the dev server killed and restarted,
 over the Loom table's runs as table workflows, the tool-call agent's runs and the plain-activity
 baseline; per kind, the runs, effects, duplicated effects, lost signals, stuck runs, unknown
-outcomes and operator decisions. ``make temporal-chaos`` runs 100 of each kind in batches of 20
+outcomes, operator decisions, and the effects whose protocol log was audited against
+spec/systems/temporal-run.yaml (unexplained, cut). ``make temporal-chaos`` runs 100 of each kind in batches of 20
 and renders the block in docs/temporal.md; exit status 1 when an agentfsm run duplicated an
-effect, lost a signal or got stuck, or a worker failed.
+effect, lost a signal, got stuck or did what its model does not explain, or a worker failed.
 
     .venv/bin/python bench/temporal_chaos.py [--runs N] [--batch N] [--workers N] [--seed N]
 """
@@ -23,7 +24,8 @@ KINDS = {"agentfsm": "Loom table (table workflow)", "agents": "tool-call agent",
 def row(kind: str, tally: Tally) -> dict[str, object]:
     return {"runs of": KINDS[kind], "runs": tally.runs, "effects": tally.effects, "duplicated": tally.duplicated,
             "lost signals": tally.lost_signals, "stuck": tally.stuck, "unknown": tally.unknown,
-            "operator decisions": tally.decisions}
+            "operator decisions": tally.decisions, "effects audited": tally.audited, "unexplained": tally.unexplained,
+            "cut": tally.cut}
 
 
 def main() -> int:

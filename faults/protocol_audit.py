@@ -46,7 +46,7 @@ import bisect
 import json
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -361,11 +361,15 @@ class Auditor:
     """The system and its runtime mapping, loaded once for many logs."""
 
     def __init__(self, system: System | None = None, mapping: AuditMapping | None = None,
-                 max_silent: int = DEFAULT_MAX_SILENT, limit: int = DEFAULT_LIMIT) -> None:
+                 max_silent: int = DEFAULT_MAX_SILENT, limit: int = DEFAULT_LIMIT,
+                 cut: Callable[[Sequence[Mapping[str, Any]]], list[Window]] | None = None) -> None:
+        """``cut``: how a log is cut into windows (the durable runtime's ``windows`` by default;
+        ``agentfsm.faults.temporal_audit.windows`` for a Temporal log)."""
         self.system = system or load_system(str(SYSTEM_FILE))
         self.mapping = mapping or load_mapping(self.system, MAPPING_FILE)
         self.max_silent = max_silent
         self.limit = limit
+        self.cut = cut or windows
         self._seen: dict[str, str] = {}   # a window's records -> why unexplained ('' explained): most repeat
 
     def audit_log(self, path: Path) -> Verdict:
@@ -379,7 +383,7 @@ class Auditor:
 
     def audit_records(self, records: Sequence[Mapping[str, Any]]) -> Verdict:
         verdict = Verdict()
-        for window in windows(records):
+        for window in self.cut(records):
             verdict.windows += 1
             verdict.cut += bool(window.cut)
             verdict.records += len(window.records)

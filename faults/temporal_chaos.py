@@ -15,7 +15,9 @@ Counted per kind: duplicated effects (a non-idempotent key executed more than on
 external ledger), lost signals (an event sent and acknowledged but absent from the run's
 journal), stuck runs (not completed once the faults stop and the operator has answered),
 operator decisions, and tracebacks (a workflow task that failed, or a worker that died
-other than by the campaign's own signals).
+other than by the campaign's own signals). Every table and agent run's protocol log (the
+workers write one) is audited against ``spec/systems/temporal-run.yaml``
+(``agentfsm.faults.temporal_audit``): effects audited, unexplained (fails the campaign) and cut.
 
 ``python -m agentfsm.faults.temporal_chaos run --runs 100`` (``make temporal-chaos``);
 ``... worker`` is the worker process it starts.
@@ -40,9 +42,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from agentfsm.faults.protocol_audit import Verdict
 from agentfsm.faults.temporal_agent_runs import AgentRuns
+from agentfsm.faults.temporal_audit import audit_runs
 from agentfsm.faults.temporal_baseline import HEARTBEAT, PLAIN_WORKFLOW, START_TO_CLOSE, PlainActivity, PlainWorkflow
 from agentfsm.impl.durable.ledger import FileLedger, LedgerTool
+from agentfsm.impl.durable.protocol_log import ENV
 from agentfsm.impl.durable.run import EffectCall, StatusReply, Tool
 from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.temporal.process_end import exit_before_finalizing
@@ -115,6 +120,16 @@ class Tally:
     stuck: int = 0
     decisions: int = 0
     unknown: int = 0
+    audited: int = 0       # effects whose protocol log was audited against temporal-run.yaml
+    unexplained: int = 0   # ... that no interleaving of the system explains
+    cut: int = 0           # ... whose window went past what the system describes (a prefix audited)
+    notes: list[str] = field(default_factory=list)
+
+    def audited_by(self, verdict: Verdict) -> None:
+        self.audited += verdict.windows
+        self.unexplained += len(verdict.unexplained)
+        self.cut += verdict.cut
+        self.notes += verdict.unexplained
 
 
 @dataclass
@@ -136,7 +151,8 @@ class Campaign:
         self.batch = batch
         self.linger = linger
         self.ledger = folder / "ledger.txt"
-        self.env = {**os.environ, "AGENTFSM_TEMPORAL_DIR": str(folder / "server")}
+        self.protocol = folder / "temporal.protocol.jsonl"
+        self.env = {**os.environ, "AGENTFSM_TEMPORAL_DIR": str(folder / "server"), ENV: str(self.protocol)}
         self.address = self._server("start")
         self.queue = f"chaos-{seed}"
         self.count = workers
@@ -159,7 +175,8 @@ class Campaign:
         log = open(path, "ab")  # noqa: SIM115 (the child holds it)
         child = subprocess.Popen([sys.executable, "-m", "agentfsm.faults.temporal_chaos", "worker", "--address",
                                   self.address, "--task-queue", self.queue, "--ledger", str(self.ledger), "--linger",
-                                  str(self.linger)], stdout=log, stderr=log, start_new_session=True, cwd="/")
+                                  str(self.linger)], stdout=log, stderr=log, start_new_session=True, cwd="/",
+                                 env=self.env)
         if slot < len(self.workers):
             self.workers[slot] = child
         else:
@@ -257,7 +274,16 @@ class Campaign:
             await self._settle(client, ids, sent)
             await self.agents.settle(client, [f"agent-{r}" for r in ids], self.outcome.agents)
         self.outcome.seconds = time.monotonic() - began
+        self.audit()
         return self.outcome
+
+    def audit(self) -> None:
+        """Every table and agent run's protocol log audited against temporal-run.yaml: an effect the
+        system does not explain fails the campaign (the plain activities write none)."""
+        verdicts = audit_runs(self.protocol, {"agentfsm": lambda run: run.startswith("run-"),
+                                              "agents": lambda run: run.startswith("agent-")})
+        for kind, verdict in verdicts.items():
+            getattr(self.outcome, kind).audited_by(verdict)
 
     async def _faults(self) -> None:
         for _ in range(self.rng.randint(3, 5)):
@@ -332,13 +358,16 @@ def summary(outcome: Outcome) -> str:
     for name, tally in (("agentfsm", outcome.agentfsm), ("agents", outcome.agents), ("baseline", outcome.baseline)):
         lines.append(f"{name}: {tally.runs} runs, {tally.effects} effects, {tally.duplicated} duplicated, "
                      f"{tally.lost_signals} lost signals, {tally.stuck} stuck, {tally.unknown} unknown, "
-                     f"{tally.decisions} operator decisions")
+                     f"{tally.decisions} operator decisions; {tally.audited} effects audited, "
+                     f"{tally.unexplained} unexplained, {tally.cut} cut")
+        lines += [f"  unexplained: {why}" for why in tally.notes]
     return "\n".join(lines)
 
 
 def clean(outcome: Outcome) -> bool:
-    """No agentfsm run (table or agent) duplicated an effect, lost a signal or got stuck, and no worker failed."""
-    dirty = [t.duplicated or t.lost_signals or t.stuck for t in (outcome.agentfsm, outcome.agents)]
+    """No agentfsm run (table or agent) duplicated an effect, lost a signal, got stuck or did what its
+    model does not explain, and no worker failed."""
+    dirty = [t.duplicated or t.lost_signals or t.stuck or t.unexplained for t in (outcome.agentfsm, outcome.agents)]
     return not (any(dirty) or outcome.tracebacks)
 
 

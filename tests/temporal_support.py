@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -41,10 +41,11 @@ async def in_process_worker(address: str, task_queue: str, factory: Callable[[An
 
 
 def worker_process(address: str, task_queue: str, *extra: str, env: Mapping[str, str] | None = None,
-                   log: Path | None = None) -> subprocess.Popen[bytes]:
-    """A real worker process (``agentfsm temporal worker``), in a session of its own so a kill reaches it alone."""
+                   log: Path | None = None, program: Sequence[str] = (str(AGENTFSM),)) -> subprocess.Popen[bytes]:
+    """A real worker process (``agentfsm temporal worker``; ``program`` another command line taking
+    the same arguments), in a session of its own so a kill reaches it alone."""
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
-    return subprocess.Popen([str(AGENTFSM), "temporal", "worker", "--address", address, "--task-queue", task_queue,
+    return subprocess.Popen([*program, "temporal", "worker", "--address", address, "--task-queue", task_queue,
                              *extra], env={**os.environ, **(env or {})}, stdout=out, stderr=out,
                             start_new_session=True, cwd=ROOT.parent)
 

@@ -373,8 +373,9 @@ def _register_audit(sub: Sub) -> None:
                     "does. Given a system, check that some interleaving of its steps explains the logs of its "
                     "processes (one per process as INSTANCE=FILE, or one naming each record's instance; "
                     "docs/systems.md), or the durable runtime's own protocol logs (FILE.protocol.jsonl beside a "
-                    "SQLite store, the state folder's file for PostgreSQL), one effect's window at a time through "
-                    "audit/NAME-runtime.yaml beside the system (docs/durability.md). Exit 0 when the log follows "
+                    "SQLite store, the state folder's file for PostgreSQL or a Temporal server's workers, audited "
+                    "against temporal-run.yaml), one effect's window at a time through audit/NAME-runtime.yaml "
+                    "beside the system (docs/durability.md, docs/temporal.md). Exit 0 when the log follows "
                     "the table, 1 when it does not, 2 on bad input.")
     parser.add_argument("table", metavar="TABLE|SYSTEM")
     parser.add_argument("log", metavar="LOG", nargs="+")

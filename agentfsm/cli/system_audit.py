@@ -1,7 +1,8 @@
 """``agentfsm audit SYSTEM LOG...``: what the audit of logs against a system prints: of step logs
 (records that are instance steps, or translated by the system's mapping), or of the durable
 runtime's own protocol logs (``FILE.protocol.jsonl``: records with ``run``, ``op`` and ``owner``),
-audited one effect's window at a time through the mapping ``audit/NAME-runtime.yaml``."""
+audited one effect's window at a time through the mapping ``audit/NAME-runtime.yaml`` (the durable
+runtime's windows, or the Temporal runtime's for ``temporal-run``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from agentfsm.cli.exits import EXIT_FAILED, EXIT_OK, BadInput
 from agentfsm.cli.util import json_envelope, load_systems
 from agentfsm.diagrams.sequence import sequence_mermaid, sequence_svg
 from agentfsm.faults.protocol_audit import Auditor, Verdict, read_protocol
+from agentfsm.faults.temporal_audit import SYSTEM as TEMPORAL
+from agentfsm.faults.temporal_audit import windows as temporal_windows
 from agentfsm.spec.audit_mapping import AuditMapping, MappingError, load_mapping, plain_mapping
 from agentfsm.spec.files import Parsed
 from agentfsm.spec.system_log import LogError, LoggedStep, read_logs, split_arg, text
@@ -172,7 +175,7 @@ def run_protocol_audit(args: argparse.Namespace, system: System, system_path: st
     """The runtime's protocol logs: every effect's window explained, or the first that is not
     with the configurations just before its first unexplained record and the prefix drawn."""
     auditor = Auditor(system, runtime_mapping(system, system_path, args.mapping), args.max_silent,
-                      args.max_configurations)
+                      args.max_configurations, cut=temporal_windows if system.name == TEMPORAL else None)
     verdict, notes = Verdict(), list[str]()
     first: tuple[str, SystemAudit, dict[str, Any]] | None = None
     for log in args.log:

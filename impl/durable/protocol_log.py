@@ -50,9 +50,19 @@ def protocol_path(store: object) -> Path | None:
     if not isinstance(url, str):
         return None
     schema = getattr(store, "schema", None) or "public"
+    return state_log(f"protocol-{schema}", url, schema)
+
+
+def state_log(name: str, *where: str) -> Path | None:
+    """A protocol log in the state folder (``$XDG_STATE_HOME/agentfsm/``, ``~/.local/state``), one per
+    place ``where`` names (a database and schema, a Temporal server and namespace), or
+    ``$AGENTFSM_PROTOCOL_LOG`` (``off``: none)."""
+    chosen = os.environ.get(ENV)
+    if chosen:
+        return None if chosen == "off" else Path(chosen)
     state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    digest = hashlib.sha256(f"{url}\0{schema}".encode()).hexdigest()[:16]
-    return state / "agentfsm" / f"protocol-{schema}-{digest}{SUFFIX}"
+    digest = hashlib.sha256("\0".join(where).encode()).hexdigest()[:16]
+    return state / "agentfsm" / f"{name}-{digest}{SUFFIX}"
 
 
 class ProtocolLog:

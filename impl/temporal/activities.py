@@ -15,6 +15,13 @@ again), so when that worker resumes, the server no longer knows the attempt and 
 act (``ATTEMPT_STALE``). A table's agents are fenced the same way, right before their driver
 performs an effect.
 
+Every attempt notes what it did in the protocol log (``agentfsm.impl.durable.protocol_log``'s
+records, one JSON Lines file per server and namespace, shared by the worker processes): the
+attempt taken (``attempt``, with Temporal's own retry count ``try``), the check (``check``:
+``passed`` or ``refused``), the tool's call and what it returned (``call``, ``returned``), and each
+status query's answer (``status``), so a run is audited against ``spec/systems/temporal-run.yaml``
+(``agentfsm.faults.temporal_audit``; docs/temporal.md, "The protocol log").
+
 ``AGENTFSM_TEMPORAL_KILL`` (``before-tool`` or ``after-tool``) makes the worker SIGKILL itself
 at that point of its first attempt: the unknown-path scenarios and the fault campaign kill
 real worker processes exactly there (an agent run's worker right before its agent performs a
@@ -28,10 +35,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
+from agentfsm.impl.durable.ledger import Fenced
+from agentfsm.impl.durable.protocol_log import ENV, ProtocolLog, state_log
 from agentfsm.impl.durable.run import EffectCall, Tool
 from agentfsm.impl.stores.journal import JSON
 from agentfsm.impl.temporal.agent_activity import AgentRunError, act
@@ -154,15 +165,45 @@ async def current_attempt(what: str) -> None:
         raise ApplicationError(f"{what}: {REFUSED}: {reason}", type=ATTEMPT_STALE, non_retryable=True) from None
 
 
-class EffectActivities:
-    """The two activities of a worker, over its tool factory; ``heartbeat_every`` in seconds."""
+def protocol_path(address: str, namespace: str) -> Path | None:
+    """Where the workers of a server's namespace write their protocol log (``$AGENTFSM_PROTOCOL_LOG``
+    chooses another file, ``off`` none)."""
+    return state_log(f"temporal-{namespace}", address, namespace)
 
-    def __init__(self, factory: ToolFactory, heartbeat_every: float = 0.5) -> None:
+
+class EffectActivities:
+    """The two activities of a worker, over its tool factory; ``heartbeat_every`` in seconds;
+    ``log`` the protocol log (by default the server's, opened with the first attempt)."""
+
+    def __init__(self, factory: ToolFactory, heartbeat_every: float = 0.5, log: ProtocolLog | None = None) -> None:
         self.factory = factory
         self.heartbeat_every = heartbeat_every
         self._tools: dict[tuple[str, str], Mapping[str, Tool]] = {}
         self._starts: dict[str, StartRun] = {}
         self._journals: dict[str, list[dict[str, Any]]] = {}
+        self._log = log
+
+    def note(self, run_id: str, op: str, key: str, attempt: int, token: int | None = None, **fields: JSON) -> None:
+        """One record of this attempt (its fencing token the attempt's number, unless given; ``try``:
+        Temporal's retry of the same attempt, 1 first)."""
+        if self._log is None:
+            try:
+                client = activity.client()
+                path = protocol_path(client.service_client.config.target_host, client.namespace)
+            except RuntimeError:   # an activity run without its client (a test's environment): the chosen file only
+                path = state_log("temporal", "") if os.environ.get(ENV) else None
+            self._log = ProtocolLog(path, f"{socket.gethostname()}:{os.getpid()}")
+        self._log.note(run_id, op, key=key, attempt=attempt, token=attempt if token is None else token,
+                       **{"try": activity.info().attempt}, **fields)
+
+    async def checked(self, run_id: str, key: str, attempt: int, what: str) -> None:
+        """``current_attempt``, its answer noted."""
+        try:
+            await current_attempt(what)
+        except (ApplicationError, asyncio.CancelledError):
+            self.note(run_id, "check", key, attempt, result="refused")
+            raise
+        self.note(run_id, "check", key, attempt, result="passed")
 
     async def tool(self, task: EffectTask) -> Tool:
         version = (task.table_hash, repr(sorted(task.overrides.items())))
@@ -180,12 +221,18 @@ class EffectActivities:
     @activity.defn(name=PERFORM)
     async def perform(self, task: EffectTask) -> JSON:
         tool = await self.tool(task)
+        self.note(task.run_id, "attempt", task.key, task.attempt, action=task.action,
+                  idempotent=bool(getattr(tool, "idempotent", False)))
         _kill_here("before-tool")
-        await current_attempt(f"run {task.run_id}: {task.action} {task.key}")
+        await self.checked(task.run_id, task.key, task.attempt, f"run {task.run_id}: {task.action} {task.key}")
+        self.note(task.run_id, "call", task.key, task.attempt)
         try:
             result = await heartbeating(lambda: tool.run(_call(task)), self.heartbeat_every)
         except Exception as exc:
+            self.note(task.run_id, "returned", task.key, task.attempt,
+                      result="refused" if isinstance(exc, Fenced) else "failed")
             raise ApplicationError(f"{type(exc).__name__}: {exc}", type=TOOL_FAILED, non_retryable=True) from None
+        self.note(task.run_id, "returned", task.key, task.attempt, result="done")
         _kill_here("after-tool")
         return result
 
@@ -193,6 +240,8 @@ class EffectActivities:
     async def status(self, task: EffectTask) -> StatusAnswer:
         tool = await self.tool(task)
         reply = await asyncio.to_thread(tool.status, _call(task))
+        self.note(task.run_id, "status", task.key, task.attempt, task.token,
+                  answer="none" if reply is None else reply[0])
         if reply is None:
             return StatusAnswer(False)
         return StatusAnswer(True, reply[0], reply[1], bool(getattr(tool, "fences", False)))
@@ -218,7 +267,10 @@ class EffectActivities:
             reply: AgentReply = await act(start, table, replace(task, records=journal, base=0), activity.heartbeat,
                                           self.heartbeat_every,
                                           lambda point, idempotent: None if idempotent else _kill_here(point),
-                                          current=current_attempt)
+                                          current=lambda what, key, attempt: self.checked(task.run_id, key, attempt,
+                                                                                          what),
+                                          noted=lambda op, key, attempt, **fields: self.note(task.run_id, op, key,
+                                                                                             attempt, **fields))
             return reply
         except AgentRunError as exc:
             raise ApplicationError(str(exc), type=TOOL_FAILED, non_retryable=True) from None

@@ -26,7 +26,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentfsm.impl.agents.explorer_evaluator import LLM_CALLS, ExplorerConfig, ExplorerEvaluatorAgent
 from agentfsm.impl.agents.journaled import Pending
@@ -52,6 +52,10 @@ from agentfsm.spec.yamlio import load_document
 REPLICA_END = logging.getLogger("agentfsm.temporal.replica")
 REPLICA_END.propagate = False
 REPLICA_END.addHandler(logging.NullHandler())
+
+
+RETURNED = {"completed": "done", "failed": "failed"}
+"""An effect's journal status once its driver is quiet, as the protocol log's ``returned`` says it."""
 
 
 class AgentRunError(ValueError):
@@ -243,14 +247,22 @@ class ReplicaLink(DurableLink):
         self._due = []
 
 
+class Noted(Protocol):
+    """A protocol log's record of one attempt of an effect (``agentfsm.impl.temporal.activities``)."""
+
+    def __call__(self, op: str, key: str, attempt: int, **fields: JSON) -> None: ...
+
+
 async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callable[[], None],
               every: float = 0.5, acting: Callable[[str, bool], None] = lambda point, idempotent: None,
-              *, current: Callable[[str], Awaitable[None]]) -> AgentReply:
+              *, current: Callable[[str, str, int], Awaitable[None]],
+              noted: Noted = lambda op, key, attempt, **fields: None) -> AgentReply:
     """Do ``task`` with the agent attached to a replica of its run; what its driver fed. ``acting``
     is told, right before an effect is performed (``before-tool``) and once its driver is quiet after
-    it (``after-tool``), whether it is idempotent (the kill scenarios). ``current`` raises, right
-    before the effect is performed, when the attempt is no longer the current one (its worker was
-    stopped past the attempt's timeout): a stale attempt never acts."""
+    it (``after-tool``), whether it is idempotent (the kill scenarios). ``current`` (what, key,
+    attempt) raises, right before the effect is performed, when the attempt is no longer the current
+    one (its worker was stopped past the attempt's timeout): a stale attempt never acts. ``noted``
+    takes the protocol log's records of a performed effect and of a status query."""
     if start.agent is None:
         raise AgentRunError(f"run {task.run_id} is not an agent run")
     build = AGENTS.get(table.machine)
@@ -278,6 +290,7 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
             effect = run.st.effects[task.key]
             call = EffectCall(run.run_id, effect.action, effect.key, effect.attempts, effect.tool, effect.args)
             reply = await asyncio.to_thread(agent.status_query, call)
+            noted("status", task.key, effect.attempts, answer="none" if reply is None else reply[0])
             return AgentReply(status=StatusAnswer(False) if reply is None else StatusAnswer(True, reply[0], reply[1]))
         if task.op == "outcome":
             return AgentReply(outcome=hosted.outcome(run))
@@ -285,9 +298,12 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
         if task.op == "input":
             hosted.send(task.text, task.event_id)
         elif task.op == "perform":
-            acting("before-tool", run.st.effects[task.key].idempotent)
-            await current(f"run {task.run_id}: {run.st.effects[task.key].action} {task.key}")
-            agent.perform(run.st.effects[task.key], task.retry)
+            effect = run.st.effects[task.key]
+            noted("attempt", task.key, effect.attempts, action=effect.action, idempotent=effect.idempotent)
+            acting("before-tool", effect.idempotent)
+            await current(f"run {task.run_id}: {effect.action} {task.key}", task.key, effect.attempts)
+            noted("call", task.key, effect.attempts)
+            agent.perform(effect, task.retry)
         elif task.op == "report":
             (hosted.report or agent.report_back)(run.st.effects[task.key])
         elif task.op == "interrupt":
@@ -298,7 +314,9 @@ async def act(start: StartRun, table: Table, task: AgentTask, heartbeat: Callabl
             raise AgentRunError(f"no agent task {task.op!r}")
         await quiet(driver, link, heartbeat, every)
         if task.op == "perform":
-            acting("after-tool", run.st.effects[task.key].idempotent)
+            effect = run.st.effects[task.key]
+            noted("returned", task.key, effect.attempts, result=RETURNED.get(effect.status, effect.status))
+            acting("after-tool", effect.idempotent)
         run.capturing = False
         spawning = driver.spawning if isinstance(driver, ChildWorkflows) else None
         return AgentReply(fed=run.fed, child=spawning, used=hosted.used(run) if spawning else {})

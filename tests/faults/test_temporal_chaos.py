@@ -1,7 +1,7 @@
 """The Temporal fault campaign, short: real workers SIGKILLed and SIGSTOPped, the dev server
 killed and restarted; the table runs and the tool-call agent's runs lose no signal, duplicate
-no effect and all end (make temporal-chaos runs 100 of each kind; docs/temporal.md publishes its
-counts)."""
+no effect, all end, and every effect's protocol log is explained by temporal-run.yaml (make
+temporal-chaos runs 100 of each kind; docs/temporal.md publishes its counts)."""
 
 from __future__ import annotations
 
@@ -22,3 +22,6 @@ def test_a_short_campaign_duplicates_nothing(tmp_path: Path) -> None:
     agents = outcome.agents
     assert (agents.runs, agents.effects, agents.duplicated, agents.lost_signals, agents.stuck) == (4, 8, 0, 0, 0), \
         summary(outcome)
+    # every run's protocol log audited against temporal-run.yaml: each non-idempotent effect a window
+    assert tally.audited >= 8 and agents.audited >= 8, summary(outcome)
+    assert tally.unexplained == agents.unexplained == 0, summary(outcome)

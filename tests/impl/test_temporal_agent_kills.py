@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.faults.temporal_audit import auditor
 from agentfsm.impl.durable.beat import stopped
+from agentfsm.impl.durable.protocol_log import ENV
 from agentfsm.impl.temporal.activities import REFUSED
 from conftest import ROOT
 from temporal_support import AGENTFSM, queue, until, worker_process
@@ -33,6 +35,7 @@ replies:
         arguments: {argv: [sh, -c, "echo ran >> count.txt; [ ! -e linger ] || sleep 30"]}
 """
 STICKY = ("--sticky-timeout", "1")
+AUDITOR = auditor()
 
 
 class AgentScenario:
@@ -48,10 +51,12 @@ class AgentScenario:
         self.queue = queue()
         self.run_id = f"{name}-{self.queue}"
         self.unit = f"{self.run_id}/call-1"
+        self.protocol = folder / "temporal.protocol.jsonl"
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def worker(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        child = worker_process(self.address, self.queue, *STICKY, *extra, env=env, log=self.folder / "workers.log")
+        child = worker_process(self.address, self.queue, *STICKY, *extra, env={ENV: str(self.protocol), **(env or {})},
+                               log=self.folder / "workers.log")
         self.workers.append(child)
         return child
 
@@ -140,6 +145,13 @@ def unknown_then(s: AgentScenario, ran: int, decision: str = "rerun") -> None:
     assert s.runs() == ran + again, "exactly once more after rerun, never after another decision"
     assert tool["status"] == ("completed" if again else decision) and tool["attempts"] == 1 + again
     assert tool["key"] == pending["id"] and kinds.count("unknown") == 1 and kinds.count("decided") == 1
+    explained(s)
+
+
+def explained(s: AgentScenario) -> None:
+    """The workers' protocol log: the call's window explained by temporal-run.yaml."""
+    verdict = AUDITOR.audit_log(s.protocol)
+    assert verdict.ok and verdict.explained >= 1, verdict.unexplained
 
 
 @pytest.mark.slow
@@ -226,3 +238,5 @@ def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: AgentScenario
     until(lambda: s.runs() > 1 or REFUSED in log.read_text(errors="replace"), 60,
           "the resumed worker acting or refusing")
     assert s.runs() == 1, "the stale attempt acted after the rerun"
+    until(lambda: '"result":"refused"' in s.protocol.read_text(), 30, "the stale attempt's refusal logged")
+    explained(s)

@@ -13,13 +13,17 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agentfsm.faults.protocol_audit import Verdict
+from agentfsm.faults.temporal_audit import auditor
 from agentfsm.impl.durable.beat import stopped
 from agentfsm.impl.durable.ledger import FileLedger
+from agentfsm.impl.durable.protocol_log import ENV
 from agentfsm.impl.temporal.activities import REFUSED
 from agentfsm.impl.temporal.client import start_message, start_run
 from agentfsm.impl.temporal.messages import QUERY_PENDING, QUERY_TRACE, EventMessage, Timeouts
@@ -31,6 +35,7 @@ TOOL_CALL = ROOT / "spec" / "tool-call.yaml"
 EVENTS = [("ArgumentsValid", {"ask_user": False, "takes_key": False}), ("Started", {}), ("Completed", {}),
           ("ResultRecorded", {}), ("ResultReturned", {})]
 STICKY = ("--sticky-timeout", "1")
+AUDITOR = auditor()
 
 
 class Scenario:
@@ -43,12 +48,15 @@ class Scenario:
         self.queue = queue()
         self.run_id = f"{name}-{self.queue}"
         self.key = f"{self.run_id}/3/0"
+        self.protocol = folder / "temporal.protocol.jsonl"
         self.workers: list[subprocess.Popen[bytes]] = []
 
-    def worker(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def worker(self, *extra: str, env: dict[str, str] | None = None,
+               program: tuple[str, ...] = (str(AGENTFSM),)) -> subprocess.Popen[bytes]:
         tools = ("--ledger", str(self.ledger)) if "--tools" not in extra else ()
-        child = worker_process(self.address, self.queue, *STICKY, *tools, *extra, env=env,
-                               log=self.folder / "workers.log")
+        child = worker_process(self.address, self.queue, *STICKY, *tools, *extra,
+                               env={ENV: str(self.protocol), **(env or {})}, log=self.folder / "workers.log",
+                               program=program)
         self.workers.append(child)
         return child
 
@@ -90,6 +98,10 @@ class Scenario:
                                self.address], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
 
+    def audited(self) -> Verdict:
+        """The workers' protocol log, audited against temporal-run.yaml."""
+        return AUDITOR.audit_log(self.protocol)
+
     def close(self) -> None:
         for child in self.workers:
             if child.poll() is None:
@@ -121,6 +133,8 @@ def unknown_then_rerun(s: Scenario, ran: int, *extra: str, env: dict[str, str] |
     assert result["state"] == "Returned" and [e["status"] for e in result["effects"]] == ["completed"]
     kinds = [r["kind"] for r in result["records"]]
     assert kinds.count("unknown") == 1 and kinds.count("decided") == 1 and kinds.count("started") == 2
+    verdict = s.audited()
+    assert verdict.ok and verdict.explained == 1, verdict.unexplained
 
 
 @pytest.mark.slow
@@ -184,3 +198,38 @@ def test_stopped_before_the_tool_resumed_after_the_rerun(scenario: Scenario) -> 
     until(lambda: s.runs() > 1 or REFUSED in log.read_text(errors="replace"), 60,
           "the resumed worker acting or refusing")
     assert s.runs() == 1, "the stale attempt acted after the rerun"
+    until(lambda: '"result":"refused"' in s.protocol.read_text(), 30, "the stale attempt's refusal logged")
+    verdict = s.audited()
+    assert verdict.ok and verdict.explained == 1, verdict.unexplained
+
+
+UNCHECKED = """import sys
+import agentfsm.impl.temporal.activities as activities
+async def unchecked(what: str) -> None:
+    return None
+activities.current_attempt = unchecked
+from agentfsm.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_stale_attempt_whose_check_is_skipped_fails_the_audit(scenario: Scenario) -> None:
+    """The planted defect: a worker whose stale-attempt check always passes (the fence skipped),
+    stopped before its tool, resumed after the rerun ran the tool: it runs the tool a second time,
+    and the audit of the protocol log names its check's record as the first step no interleaving
+    of temporal-run.yaml explains."""
+    s = scenario
+    plant = s.folder / "unchecked.py"
+    plant.write_text(UNCHECKED)
+    first = s.worker(env={"AGENTFSM_TEMPORAL_STOP": "before-tool"}, program=(sys.executable, str(plant)))
+    s.start()
+    until(lambda: stopped(first.pid), 60, "the worker stopping right before the tool")
+    unknown_then_rerun(s, ran=0)
+    first.send_signal(signal.SIGCONT)
+    until(lambda: s.runs() > 1, 60, "the unchecked stale attempt acting")
+    assert f'"op":"call","key":"{s.key}","attempt":1' in s.protocol.read_text()   # noted before the tool acts
+    verdict = s.audited()
+    assert not verdict.ok and len(verdict.unexplained) == 1
+    assert "worker[0] takes Act, is explained by no interleaving of temporal-run" in verdict.unexplained[0]
+    assert '{"op": "check", "result": "passed", "attempt": 1, "slot": 0}' in verdict.unexplained[0]

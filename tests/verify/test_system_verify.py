@@ -44,12 +44,33 @@ def variant(tmp_path: Path, source: Path, replace: dict[str, str]) -> System:
 
 
 def test_bundled_systems_verify_and_the_old_protocol_fails() -> None:
-    for name in ("loom-with-tools", "vibework-with-user", "durable-run-fixed"):
+    for name in ("loom-with-tools", "vibework-with-user", "durable-run-fixed", "temporal-run"):
         assert failing(load_system(SYSTEMS / f"{name}.yaml")) == {}, name
     for name in ("sqlite", "pool"):
         broken = failing(load_system(SYSTEMS / f"durable-run-as-it-was-{name}.yaml"))
         assert set(broken) == {"tool-runs-at-most-once", "not-run-answers-hold", "reruns-terminate",
                                "claims-terminate"}, name
+
+
+UNFENCED = {f'{{event: Act, when: "server.open and server.attempt == worker[{w}].task"}}': "Act" for w in (0, 1)}
+
+
+def test_temporal_run_without_the_stale_attempt_fence_runs_the_tool_twice(tmp_path: Path) -> None:
+    """Without AttemptStale, a worker stopped before its check resumes after the operator's `rerun`
+    has run the tool and runs it again; the check alone stops it."""
+    system = variant(tmp_path, SYSTEMS / "temporal-run.yaml", UNFENCED)
+    found = failing(system)
+    assert set(found) == {"tool-runs-at-most-once"}
+    steps = story(system, found["tool-runs-at-most-once"])
+    assert "fault: worker[0] stalls" in steps and "environment -> workflow: DecideRerun(ran=false)" in steps
+    assert steps[-3:] == ["worker[0] wakes", "environment -> worker[0]: Act", "tool takes Run(who=0, token=1)"]
+
+
+def test_temporal_run_a_fencing_tool_alone_also_holds(tmp_path: Path) -> None:
+    """Without the check, a tool whose status query fences still refuses the stale attempt's call:
+    the check is what guards the tools that do not fence."""
+    fencing_only = {**UNFENCED, "    - Begin\n": "    - {event: Begin, params: {query: [true], fences: [true]}}\n"}
+    assert failing(variant(tmp_path, SYSTEMS / "temporal-run.yaml", fencing_only)) == {}
 
 
 def test_symmetry_counts_with_and_without() -> None:
