@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.vectorfile import REFUSED, Step, Vector, read_vectors
+from agentfsm.verify.conformance import parallel
 from agentfsm.verify.conformance.conform import (
     Requests,
     Runner,
@@ -20,7 +21,6 @@ from agentfsm.verify.conformance.conform import (
     junit_suite,
     row_coverage,
 )
-from agentfsm.verify.conformance import parallel
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
 from agentfsm.verify.conformance.results import Report, Results
 from agentfsm.verify.conformance.vectors import generate
