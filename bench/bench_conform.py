@@ -2,8 +2,9 @@
 
 The same request stream (every vector of the Loom table, with the suffix extension for
 one extra state: a reset, then each vector's events) goes once through ``conform``'s
-harness — pipelined requests, every reply parsed and judged — and once straight into the
-adapter's stdin, its replies read and counted and nothing else. Both clocks start once
+harness as ``conform --jobs 1`` runs it without ``--junit`` (pipelined requests, every reply
+judged, the passing results kept as counts, no seconds measured) and once straight into
+the adapter's stdin, its replies read and counted and nothing else. Both clocks start once
 the adapter has answered a first reset, so neither counts its start-up, and both count
 CPU seconds: the adapter's and this process's. The goal: piping's CPU at least 0.8x the
 harness's (the harness costs at most a quarter of the adapter's own time). Adapters:
@@ -96,7 +97,7 @@ def harnessed(table: Table, argv: list[str], vectors: list[Vector]) -> tuple[flo
 
     before, mine = children_cpu(), time.process_time()
     started = process_cpu(first.proc.pid)
-    report = Runner(table, connect).run(vectors)
+    report = Runner(table, connect, timed=False).run(vectors, keep_passing=False)
     mine = time.process_time() - mine
     return children_cpu() - before - started + mine, report.ok
 

@@ -19,6 +19,8 @@ from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import step
 
 Label = tuple[str, tuple[Value, ...]]
+# A step from a configuration (state index, values) by a label: the Step, its fired rows and where it leads.
+StepMemo = dict[tuple[int, tuple[Value, ...], Label], tuple["Step", tuple[Row, ...], int, tuple[Value, ...]]]
 
 
 class VectorError(Exception):
@@ -90,18 +92,32 @@ def _text(value: Value) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def expected_run(table: Table, labels: Iterable[Label]) -> Iterator[tuple[Step, tuple[Row, ...]]]:
-    """Each event of a sequence from the initial configuration, with its expectation and fired rows."""
+def expected_run(table: Table, labels: Iterable[Label],
+                 memo: StepMemo | None = None) -> Iterator[tuple[Step, tuple[Row, ...]]]:
+    """Each event of a sequence from the initial configuration, with its expectation and fired rows.
+
+    Runs given one ``memo`` share one ``Step`` wherever they take the same event from the
+    same configuration: the semantics is asked once, and a harness learns the step's
+    request and expected reply once (it knows steps by identity)."""
     state, values = table.initial.index, table.initial_vars()
-    for name, params in labels:
-        result = step(table, state, values, name, params)
-        state, values = result.state, result.vars
-        expect = Expect(result.accepted, table.states[state].name, result.actions, table.vars_dict(values))
-        yield Step(name, table.event(name).param_dict(params), expect), result.rows
+    for label in labels:
+        key = (state, values, label)
+        found = None if memo is None else memo.get(key)
+        if found is None:
+            name, params = label
+            result = step(table, state, values, name, params)
+            expect = Expect(result.accepted, table.states[result.state].name, result.actions,
+                            table.vars_dict(result.vars))
+            found = Step(name, table.event(name).param_dict(params), expect), result.rows, result.state, result.vars
+            if memo is not None:
+                memo[key] = found
+        made, rows, state, values = found
+        yield made, rows
 
 
-def make_vector(table: Table, vid: str, covers: Sequence[str], labels: Sequence[Label]) -> Vector:
-    steps = tuple(s for s, _ in expected_run(table, labels))
+def make_vector(table: Table, vid: str, covers: Sequence[str], labels: Sequence[Label],
+                memo: StepMemo | None = None) -> Vector:
+    steps = tuple(s for s, _ in expected_run(table, labels, memo))
     return Vector(f"{table.machine}/{vid}", table.machine, tuple(covers), steps)
 
 

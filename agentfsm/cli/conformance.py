@@ -250,7 +250,7 @@ def run_conform(args: argparse.Namespace) -> int:
         try:
             report = parallel.run(table, connect, vectors, args.jobs, args.stop_at_first_failure,
                                   Progress(len(vectors), sys.stderr), args.max_failures, must_start=True,
-                                  keep_passing=bool(args.coverage_out) or wanted(args))
+                                  keep_passing=bool(args.coverage_out) or wanted(args), timed=bool(args.junit))
         except AdapterDidNotStart as exc:
             raise BadInput(f"{shlex.join(argv)}: {exc.describe()}") from None
     print(json.dumps(json_envelope("conform", report_json(report)), indent=1) if args.json else format_report(report))

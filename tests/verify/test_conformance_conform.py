@@ -12,6 +12,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.spec.vectorfile import REFUSED, Step, Vector, read_vectors
+from agentfsm.verify.conformance import parallel
 from agentfsm.verify.conformance.conform import (
     Requests,
     Runner,
@@ -21,10 +22,11 @@ from agentfsm.verify.conformance.conform import (
     row_coverage,
 )
 from agentfsm.verify.conformance.harness import FunctionTransport, ProcessTransport
-from agentfsm.verify.conformance.results import Report
+from agentfsm.verify.conformance.results import Report, Results
 from agentfsm.verify.conformance.vectors import generate
 from conformance_helpers import LOOM, ROOT, OracleHandler, semantics_adapter
 from json_envelope import enveloped
+from test_conformance_parallel import summary
 
 from agentfsm.cli import main
 
@@ -307,3 +309,21 @@ def test_no_junit_report_is_built_unless_asked_for(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cli, "junit_suite", refuse)
     assert main(["conform", str(LOOM), "--adapter", " ".join(semantics_adapter()), "--sets", "rows"]) == 0
     assert "passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("fault", [None, "retry-kept"])
+def test_a_run_that_shows_no_seconds_measures_and_keeps_none_and_says_the_same(
+        loom: Table, vectors: list[Vector], jobs: int, fault: str | None) -> None:
+    """Only a JUnit report shows a vector's seconds: without it ``conform`` neither measures
+    them nor keeps them (8 bytes a vector at depth), and every report says what a timed run's does."""
+    argv = semantics_adapter(*(("--fault", fault) if fault else ()))
+    reports = [parallel.run(loom, lambda: ProcessTransport(argv, 5.0), vectors, jobs, keep_passing=False, timed=timed)
+               for timed in (True, False)]
+    timed, untimed = reports
+    assert summary(timed) == summary(untimed)
+    assert timed.ok == (fault is None)
+    assert isinstance(untimed.results, Results) and untimed.results.seconds is None
+    assert {r.seconds for r in untimed.results} == {0.0}
+    assert isinstance(timed.results, Results) and len(timed.results.seconds or ()) == len(vectors)
+    assert any(r.seconds > 0 for r in timed.results)

@@ -78,10 +78,10 @@ class Watched(ProcessTransport):
 
     waits_after_timeout = 0
 
-    def _pump(self, wait: float) -> None:
+    def _pump(self, wait: float) -> bool:
         if self.overdue and wait > 0:
             Watched.waits_after_timeout += 1
-        super()._pump(wait)
+        return super()._pump(wait)
 
 
 @pytest.mark.parametrize("then", ["hang", "exit"])

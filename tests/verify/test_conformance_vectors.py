@@ -29,6 +29,7 @@ from agentfsm.verify.conformance.vectors import Vectors, generate, generate_exte
 from agentfsm.verify.table.explore import labels_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies_tables import tables
 
 Config = tuple[int, tuple[Value, ...]]
 
@@ -207,3 +208,20 @@ def test_any_span_is_the_same_run_of_vectors_as_a_full_read(extended_two: tuple[
     made, vectors = extended_two
     assert isinstance(vectors, Vectors)
     assert list(vectors.span(start, start + length)) == made[start:start + length]
+
+
+@settings(max_examples=30, deadline=None)
+@given(tables(max_states=4, max_rows=8))
+def test_generated_vectors_share_a_step_where_they_take_the_same_event_from_the_same_configuration(
+        table: Table) -> None:
+    """Shared steps (a harness learns each once) are the steps each vector's own run gives."""
+    made = generate(table, sets=("rows", "events", "row-pairs", "walks", "suffixes"))[1]
+    at: dict[tuple[object, ...], Step] = {}
+    for vector in made:
+        labels = vector_labels(table, vector)
+        assert [s for s, _ in expected_run(table, labels)] == list(vector.steps)
+        state, values = table.initial.index, table.initial_vars()
+        for label, s in zip(labels, vector.steps, strict=True):
+            assert at.setdefault((state, values, label), s) is s
+            result = step(table, state, values, *label)
+            state, values = result.state, result.vars

@@ -28,9 +28,10 @@ from agentfsm.verify.conformance.harness import AdapterFailure, ProcessTransport
 
 PATIENT = 60.0   # a timeout no healthy test comes near
 
-# Answers every request with {"ok": true, "state": <its "n">, "pad": <its "pad">}; a SIGUSR1
-# makes it print one more reply nobody asked for, and a line on stderr. Exits at quit (status:
-# the requests seen before it) or at the end of its input (status 99).
+# Answers every request with {"ok": true, "state": <its "n">, "pad": <its "pad">}, except one
+# with "drop" (no reply at all); a SIGUSR1 makes it print one more reply nobody asked for, and a
+# line on stderr. Exits at quit (status: the requests seen before it) or at the end of its input
+# (status 99).
 ECHO = """
 import json, signal, sys
 def late(signum, frame):
@@ -43,6 +44,8 @@ for line in sys.stdin:
     if request["op"] == "quit":
         sys.exit(seen)
     seen += 1
+    if request.get("drop"):
+        continue
     sys.stdout.write(json.dumps({"ok": True, "state": str(request.get("n")), "pad": request.get("pad")}) + "\\n")
     sys.stdout.flush()
 sys.exit(99)
@@ -104,7 +107,7 @@ def clock(reading: Callable[[], float], on_second: Callable[[], None]) -> Simple
             on_second()
         return reading()
 
-    return SimpleNamespace(monotonic=monotonic)
+    return SimpleNamespace(monotonic=monotonic, sleep=time.sleep)
 
 
 def fake_clock(first: float, then: float, on_second: Callable[[], None]) -> SimpleNamespace:
@@ -418,3 +421,47 @@ def test_an_adapter_left_running_is_killed_when_the_harness_exits(tmp_path: Path
 def test_send_writes_the_encoded_lines_when_given(echo: ProcessTransport) -> None:
     echo.send([{"op": "event", "n": k} for k in range(3)], [harness.encode({"op": "event", "n": k}) for k in "abc"])
     assert states(echo, 3) == ["a", "b", "c"]
+
+
+def plenty(first: int, drop: bool = False) -> list[dict[str, object]]:
+    """``LOW_WATER`` requests, together past ``FLUSH_BYTES``: ``send`` writes them at once."""
+    made = requests(first, harness.LOW_WATER, harness.FLUSH_BYTES // harness.LOW_WATER)
+    return [{**r, "drop": True} for r in made] if drop else made
+
+
+def test_queued_requests_stay_queued_while_the_adapter_has_plenty_and_go_when_it_runs_short(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stopped adapter has LOW_WATER requests written from the awaited reply's on: the wait
+    # (there is one: it resumes at the wait's second look at the clock) leaves the queued
+    # request queued, to be written in a bigger chunk. Once fewer are left it is written.
+    monkeypatch.setattr(harness, "IDLE", PATIENT)   # no silence long enough to write it anyway
+    transport = adapter(ECHO, timeout=5.0)
+    try:
+        transport.request({"op": "reset", "n": "R"})
+        os.kill(transport.proc.pid, signal.SIGSTOP)
+        transport.send(plenty(0))
+        queued = requests(harness.LOW_WATER, 1, 0)
+        transport.send(queued)
+        assert transport.outbox == harness.encode(queued[0])
+        with monkeypatch.context() as patch:
+            patch.setattr(harness, "time", clock(time.monotonic, lambda: os.kill(transport.proc.pid, signal.SIGCONT)))
+            assert transport.receive()["state"] == "0"
+        assert transport.outbox == harness.encode(queued[0])
+        assert states(transport, harness.LOW_WATER) == [str(n) for n in range(1, harness.LOW_WATER + 1)]
+        assert (transport.written, transport.read) == (harness.LOW_WATER + 2, harness.LOW_WATER + 2)
+    finally:
+        transport.close()
+
+
+def test_queued_requests_go_once_an_adapter_that_dropped_replies_falls_silent() -> None:
+    # Written from the awaited reply's request on there seem to be plenty (LOW_WATER), but the
+    # adapter answers none of them: after IDLE seconds of silence the queued request is written,
+    # and its reply is the one awaited (as when every request was written at once).
+    transport = adapter(ECHO, timeout=5.0)
+    try:
+        transport.request({"op": "reset", "n": "R"})
+        transport.send(plenty(0, drop=True))
+        transport.send(requests(harness.LOW_WATER, 1, 0))
+        assert transport.receive()["state"] == str(harness.LOW_WATER)
+    finally:
+        transport.close()

@@ -32,6 +32,9 @@ from agentfsm.spec.expr import Value
 MAX_LINE = 1 << 20
 MEMO_LINES = 1 << 14   # distinct reply lines a transport keeps parsed (an adapter repeats few replies)
 FLUSH_BYTES = 1 << 12   # requests queued past this are written at once, so that the adapter is never idle
+LOW_WATER = 128   # a wait writes the queued requests once fewer are written from the awaited reply's on
+NAP = 0.0003   # seconds a wait first sleeps while the adapter has LOW_WATER requests or more to answer
+IDLE = 0.05   # seconds of silence after which a wait writes the queued requests anyway (replies dropped)
 STDERR_LINES = 20
 QUIT_GRACE = 1.0
 STARTUP_GRACE = 10.0   # seconds added to the timeout for a fresh adapter's first reply
@@ -142,6 +145,8 @@ class ProcessTransport:
         self.partial = b""
         self.err_partial = b""
         self.outbox = bytearray()
+        self.written = 0   # request lines written to the adapter so far
+        self.read = 0   # reply lines read from it so far
         self.eof = False
         self.answered = False
         try:
@@ -200,6 +205,7 @@ class ProcessTransport:
             self.outbox.clear()
             self._stop_writing()
             return
+        self.written += self.outbox.count(b"\n", 0, written)
         del self.outbox[:written]
         if self.outbox and not self.writing:
             self.selector.register(self.fd_in, selectors.EVENT_WRITE)
@@ -213,9 +219,10 @@ class ProcessTransport:
             self.selector.unregister(self.fd_in)
             self.writing = False
 
-    def _pump(self, wait: float) -> None:
-        """Wait up to ``wait`` seconds for the pipes, then move whatever is ready."""
-        for key, _ in self.selector.select(max(wait, 0.0)):
+    def _pump(self, wait: float) -> bool:
+        """Wait up to ``wait`` seconds for the pipes, then move whatever is ready; False if nothing was."""
+        ready = self.selector.select(max(wait, 0.0))
+        for key, _ in ready:
             fd = key.fd
             if fd == self.fd_in:
                 self._flush()
@@ -223,6 +230,7 @@ class ProcessTransport:
                 self._read_out()
             elif fd == self.fd_err:
                 self._read_err()
+        return bool(ready)
 
     def _chunk(self, fd: int) -> bytes | None:
         """What a ready pipe holds: None if nothing after all, b"" at its end (it is then unwatched)."""
@@ -246,6 +254,7 @@ class ProcessTransport:
                 del self.replies[:self.taken]
                 self.taken = 0
             self.replies.extend(lines)
+            self.read += len(lines)
 
     def _read_err(self) -> None:
         chunk = self._chunk(self.fd_err)
@@ -264,10 +273,19 @@ class ProcessTransport:
     def _arrival(self, ahead: int) -> str | None:
         """Read until the reply line ``ahead`` places past the next one is at hand (None), or say
         why it will not be: the adapter exited, wrote a line past MAX_LINE (garbled), or did not
-        answer in time (at once when a wait for this line timed out before: ``overdue``)."""
+        answer in time (at once when a wait for this line timed out before: ``overdue``).
+
+        A wait costs both sides a wake-up per read, so it batches as a pipe fed at once would:
+        the queued requests are written only when the adapter runs short (fewer than
+        ``LOW_WATER`` written from the awaited reply's request on, that request perhaps not
+        among them) or stays silent for ``IDLE`` seconds (it dropped replies), and while it
+        has plenty to answer the wait first naps (``NAP``), then reads what piled up. Each
+        request still reaches the adapter before its reply is awaited, in order, so what it
+        answers never depends on when; only the number of reads and writes does."""
+        if self.taken + ahead < len(self.replies):
+            return None
         deadline = time.monotonic() + self._allowed()
-        if self.outbox and not self.writing:
-            self._flush()
+        quiet = False
         while self.taken + ahead >= len(self.replies):
             if len(self.partial) > MAX_LINE:
                 return "garbled"
@@ -276,7 +294,14 @@ class ProcessTransport:
             left = deadline - time.monotonic()
             if left <= 0 or self.overdue:
                 return "timeout"
-            self._pump(left)
+            held = bool(self.outbox) and not self.writing
+            busy = self.written - (self.read - len(self.replies) + self.taken + ahead) >= LOW_WATER
+            if held and (quiet or not busy):
+                self._flush()
+                held = False
+            if busy:
+                time.sleep(min(NAP, left))
+            quiet = not self._pump(min(left, IDLE) if held else left)
         return None
 
     def receive(self) -> Message:
@@ -300,20 +325,26 @@ class ProcessTransport:
             raise self.fail("garbled", f"reply has no boolean 'ok': {_excerpt(json.dumps(reply).encode())}")
         return reply
 
-    def take_if(self, lines: Sequence[bytes | None]) -> bool:
+    def take_if(self, lines: list[bytes | None]) -> bool:
         """Take the next reply lines, unparsed, if they are ``lines`` (a run passes a vector whose
         replies are lines that passed the same expectations before). Each line is awaited only
         while those before it matched; a reply that does not come leaves them all for ``receive``,
-        which then fails the adapter at that reply's step without waiting again."""
-        if None in lines:
+        which then fails the adapter at that reply's step without waiting again. Lines all at
+        hand are compared at once."""
+        at, count = self.taken, len(lines)
+        if at + count <= len(self.replies):
+            if self.replies[at:at + count] != lines:
+                return False
+        elif None in lines:
             return False
-        for ahead, line in enumerate(lines):
-            problem = self._arrival(ahead)
-            if problem is not None:
-                self.overdue = problem == "timeout"
-                return False
-            if self.replies[self.taken + ahead] != line:
-                return False
+        else:
+            for ahead, line in enumerate(lines):
+                problem = self._arrival(ahead)
+                if problem is not None:
+                    self.overdue = problem == "timeout"
+                    return False
+                if self.replies[self.taken + ahead] != line:
+                    return False
         self.answered = True
         self.taken += len(lines)
         self.last_line = self.replies[self.taken - 1]

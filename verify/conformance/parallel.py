@@ -104,8 +104,8 @@ Chunk = tuple[int, int, list[Vector] | None] | None
 
 @dataclass
 class Batch:
-    """A chunk's results as a worker sends them back: each vector's seconds and requests, and
-    whole only the results that did not pass (every one, when passing ones are kept)."""
+    """A chunk's results as a worker sends them back: each vector's requests (and seconds, in a
+    timed run), and whole only the results that did not pass (every one, when passing ones are kept)."""
 
     seconds: array[float] = field(default_factory=lambda: array("d"))
     requests: array[int] = field(default_factory=lambda: array("L"))
@@ -114,14 +114,15 @@ class Batch:
 
 def run(table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int = 1,
         stop_at_first_failure: bool = False, progress: Callable[[int], None] | None = None,
-        max_failures: int | None = None, must_start: bool = False, keep_passing: bool = True) -> Report:
+        max_failures: int | None = None, must_start: bool = False, keep_passing: bool = True,
+        timed: bool = True) -> Report:
     """``Runner.run`` on ``jobs`` adapters at once, each driven by a process of its own; the same report as on one."""
     if isinstance(vectors, Sized):
         jobs = min(jobs, len(vectors))
     if jobs <= 1:
-        return Runner(table, connect, must_start).run(vectors, stop_at_first_failure, progress, max_failures,
-                                                      keep_passing)
-    return _Parallel(table, connect, vectors, jobs, must_start, keep_passing).run(
+        return Runner(table, connect, must_start, timed).run(vectors, stop_at_first_failure, progress, max_failures,
+                                                             keep_passing)
+    return _Parallel(table, connect, vectors, jobs, must_start, keep_passing, timed).run(
         1 if stop_at_first_failure else max_failures, progress)
 
 
@@ -139,9 +140,9 @@ class _Worker:
     """One harness process: chunks asked for one ahead, run through a ``Runner``, results sent per chunk."""
 
     def __init__(self, conn: Connection, table: Table, connect: Callable[[], Transport], must_start: bool,
-                 source: Spanned | list[Vector] | None, keep_passing: bool, announce: bool) -> None:
+                 source: Spanned | list[Vector] | None, keep_passing: bool, timed: bool, announce: bool) -> None:
         self.conn = conn
-        self.runner = Runner(table, connect, must_start)
+        self.runner = Runner(table, connect, must_start, timed)
         self.source = source
         self.keep_passing = keep_passing
         self.announce = announce
@@ -189,11 +190,12 @@ class _Worker:
     def emit(self, result: VectorResult) -> None:
         batch = self.batch
         if result.status != "pass" or self.keep_passing:
-            batch.whole[len(batch.seconds)] = result
-        batch.seconds.append(result.seconds)
+            batch.whole[len(batch.requests)] = result
+        if self.runner.timed:
+            batch.seconds.append(result.seconds)
         batch.requests.append(len(result.vector.steps) + 1)   # a passing vector agreed on every step
         first, size = self.chunks[0]
-        if len(batch.seconds) == size:
+        if len(batch.requests) == size:
             self.chunks.popleft()
             self.conn.send(("results", first, batch))
             self.batch = Batch()
@@ -235,13 +237,14 @@ class _Process:
 
 class _Parallel:
     def __init__(self, table: Table, connect: Callable[[], Transport], vectors: Iterable[Vector], jobs: int,
-                 must_start: bool, keep_passing: bool) -> None:
+                 must_start: bool, keep_passing: bool, timed: bool) -> None:
         self.table = table
         self.connect = connect
         self.vectors = vectors
         self.jobs = jobs
         self.must_start = must_start
         self.keep_passing = keep_passing
+        self.timed = timed
         self.spanned = _spanned(vectors)
         self.pending = iter(vectors) if self.spanned is None else None
         self.total = len(vectors) if isinstance(vectors, Sized) else None
@@ -274,7 +277,7 @@ class _Parallel:
         process = self.context.Process(
             target=_worker_main, name=f"conform-{n}", daemon=True,
             args=(theirs, self.table, self.connect, self.must_start and n == 0, self.spanned, self.keep_passing,
-                  n == 0))
+                  self.timed, n == 0))
         process.start()
         theirs.close()
         self.workers.append(_Process(process, ours))
@@ -323,7 +326,7 @@ class _Parallel:
         self._start(0)
         window = SerialWindow(self._length) if max_failures is not None else None
         merged: list[VectorResult] | Results = [] if self.keep_passing else Results(
-            self.table.machine, None if self.pending is not None else vector_ids(self.vectors))
+            self.table.machine, None if self.pending is not None else vector_ids(self.vectors), self.timed)
         waiting = self.waiting
         failures = 0
         while not self.stopped and not all(w.done for w in self.workers):
@@ -345,7 +348,7 @@ class _Parallel:
                 else:
                     raise WorkerError(f"a conform worker failed: {message[1]}\n{message[2]}")
             while not self.stopped and (batch := waiting.pop(len(merged), None)) is not None:
-                for place, (seconds, requests) in enumerate(zip(batch.seconds, batch.requests, strict=True)):
+                for place, requests in enumerate(batch.requests):
                     result = batch.whole.get(place)
                     if window is not None:
                         window.read(result)
@@ -354,7 +357,8 @@ class _Parallel:
                         merged.append(result)
                     else:
                         assert isinstance(merged, Results)
-                        merged.add_passed(seconds, requests - 1, vector.id if vector is not None else "")
+                        merged.add_passed(batch.seconds[place] if self.timed else 0.0, requests - 1,
+                                          vector.id if vector is not None else "")
                     failures += result is not None and result.status != "pass"
                     if progress is not None:
                         progress(len(merged))

@@ -2,9 +2,9 @@
 
 A run at depth passes millions of vectors, and a passing one says nothing but that it
 passed: ``Results`` keeps it as no object at all — its id rebuilt from its index, its
-seconds and agreed steps in typed arrays (12 bytes a vector) — and keeps whole only the
-results that did not pass, so the report of ``--extra-states 3`` fits where that of the
-default vectors does.
+agreed steps (and its seconds, when a JUnit report will show them) in typed arrays — and
+keeps whole only the results that did not pass, so the report of ``--extra-states 3``
+fits where that of the default vectors does.
 """
 
 from __future__ import annotations
@@ -64,19 +64,20 @@ def vector_ids(vectors: Iterable[Vector]) -> Callable[[int], str] | None:
 
 
 class Results(Sequence[VectorResult]):
-    """Results in vector order, a passing one kept as its seconds and agreed steps only.
+    """Results in vector order, a passing one kept as its agreed steps (and seconds) only.
 
     The last result appended stays whole until ``settle`` or the next (the run may still
     judge it: output nobody asked for fails it), and so does every result that did not pass; a passing one read back is
     a fresh ``VectorResult`` whose vector has its id and no steps or covers. ``ids`` gives
-    a vector's id by its index (None: the ids are kept, 50-odd bytes each).
+    a vector's id by its index (None: the ids are kept, 50-odd bytes each). Without
+    ``timed`` no seconds are kept: a passing result reads back with 0.
     """
 
-    def __init__(self, machine: str, ids: Callable[[int], str] | None) -> None:
+    def __init__(self, machine: str, ids: Callable[[int], str] | None, timed: bool = True) -> None:
         self.machine = machine
         self.ids = ids
         self.kept_ids: list[str] | None = [] if ids is None else None
-        self.seconds = array("d")
+        self.seconds = array("d") if timed else None
         self.agreed = array("L")
         self.others: dict[int, VectorResult] = {}   # by index: the results that did not pass
         self.last: VectorResult | None = None
@@ -88,7 +89,8 @@ class Results(Sequence[VectorResult]):
     def add_passed(self, seconds: float, agreed: int, vector_id: str = "") -> None:
         """A passing result, without making it (``vector_id`` needed only when the ids are kept)."""
         self.settle()
-        self.seconds.append(seconds)
+        if self.seconds is not None:
+            self.seconds.append(seconds)
         self.agreed.append(agreed)
         if self.kept_ids is not None:
             self.kept_ids.append(vector_id)
@@ -105,14 +107,15 @@ class Results(Sequence[VectorResult]):
 
     def _fold(self, result: VectorResult) -> None:
         if result.status != "pass":
-            self.others[len(self.seconds)] = result
-        self.seconds.append(result.seconds)
+            self.others[len(self.agreed)] = result
+        if self.seconds is not None:
+            self.seconds.append(result.seconds)
         self.agreed.append(result.agreed)
         if self.kept_ids is not None:
             self.kept_ids.append(result.vector.id)
 
     def __len__(self) -> int:
-        return len(self.seconds) + (self.last is not None)
+        return len(self.agreed) + (self.last is not None)
 
     @overload
     def __getitem__(self, index: int) -> VectorResult: ...
@@ -127,15 +130,15 @@ class Results(Sequence[VectorResult]):
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(index)
-        if index == len(self.seconds):
+        if index == len(self.agreed):
             assert self.last is not None
             return self.last
         found = self.others.get(index)
         if found is not None:
             return found
         vid = self.kept_ids[index] if self.kept_ids is not None else self.ids(index)   # type: ignore[misc]
-        return VectorResult(Vector(vid, self.machine, (), ()), "pass", seconds=self.seconds[index],
-                            agreed=self.agreed[index])
+        return VectorResult(Vector(vid, self.machine, (), ()), "pass",
+                            seconds=0.0 if self.seconds is None else self.seconds[index], agreed=self.agreed[index])
 
     def __iter__(self) -> Iterator[VectorResult]:
         return map(self.__getitem__, range(len(self)))

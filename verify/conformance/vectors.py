@@ -30,7 +30,7 @@ from typing import Any, overload
 
 from agentfsm.spec.model import Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
-from agentfsm.spec.vectorfile import Label, Manifest, Vector, describe_config, describe_label, make_vector
+from agentfsm.spec.vectorfile import Label, Manifest, StepMemo, Vector, describe_config, describe_label, make_vector
 from agentfsm.verify.conformance.distinguish import Universe, universe
 from agentfsm.verify.conformance.extra_states import ExtraStates, extension_id
 from agentfsm.verify.conformance.guided import DEFAULT_BUDGET, guided_walks
@@ -63,7 +63,9 @@ class _Collector:
             self.order[at][1].append(cover)
 
     def vectors(self) -> list[Vector]:
-        return [make_vector(self.table, vid, covers, labels) for vid, covers, labels in self.order]
+        """The vectors, sharing each step (an event from a configuration) among those that take it."""
+        memo: StepMemo = {}
+        return [make_vector(self.table, vid, covers, labels, memo) for vid, covers, labels in self.order]
 
 
 def _step(table: Table, state: int, values: tuple[Any, ...], label: Label) -> StepResult | None:
