@@ -125,21 +125,30 @@ def test_a_step_names_the_member_each_any_link_picked(tmp_path: Path) -> None:
                                                        (Sent(0, "Ping", 2, "Ring", ()),)]
 
 
-def test_a_lost_message_is_the_head_of_the_mailbox_and_named_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("fault", "box"), [("lose", (("Knock", ()),)),
+                                           ("duplicate", (("Ring", (1,)), ("Ring", (1,)), ("Knock", ())))],
+                         ids=["lose", "duplicate"])
+def test_a_lost_or_duplicated_message_is_the_head_of_the_mailbox_and_named_so(
+        tmp_path: Path, fault: str, box: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+    """The message lost or duplicated, and the one its step names, is the head (``Ring(1)``), not
+    the last one (``Knock``): its name and its parameters."""
     (tmp_path / "sender.yaml").write_text(
         "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
-        "events:\n  Go: {}\nactions:\n  Ping: {}\n  Pong: {}\n"
-        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [Ping, Pong]}\n")
+        "events:\n  Go: {}\nactions:\n  Ping: {params: {v: {type: int, min: 0, max: 1}}}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [{action: Ping, args: {v: 1}}, Pong]}\n")
     (tmp_path / "sink.yaml").write_text(
-        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\nevents:\n  Ring: {}\n  Knock: {}\n"
+        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\n"
+        "events:\n  Ring: {params: {v: {type: int, min: 0, max: 1}}}\n  Knock: {}\n"
         "transitions:\n  - {from: Idle, on: Ring, to: Idle}\n  - {from: Idle, on: Knock, to: Idle}\n")
-    (tmp_path / "lose-system.yaml").write_text(
-        "format: 1\nsystem: lose\ninstances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+    (tmp_path / "faulty-system.yaml").write_text(
+        "format: 1\nsystem: faulty\nmailbox: {capacity: 3}\n"
+        "instances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
         "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
         "  - {from: sender, action: Pong, to: sink, event: Knock}\n"
-        "environment:\n  sender: [Go]\nfaults:\n  lose: {instances: [sink], max: 1}\n")
-    system = load_system(tmp_path / "lose-system.yaml")
+        f"environment:\n  sender: [Go]\nfaults:\n  {fault}: {{instances: [sink], max: 1}}\n")
+    system = load_system(tmp_path / "faulty-system.yaml")
     stepper = Stepper(system)
     [(_, sent, _)] = stepper.successors(initial_config(system))
-    lost = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == "lose"]
-    assert lost == [(("lose", 1, "Ring", (), ()), ((), (("Knock", ()),)))]
+    assert sent[1] == ((), (("Ring", (1,)), ("Knock", ())))
+    found = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == fault]
+    assert found == [((fault, 1, "Ring", (1,), ()), ((), box))]
