@@ -15,6 +15,7 @@ from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
 from agentfsm.verify.system.step import Sent, Stepper, initial_config
+from agentfsm.verify.table.explore import ExplorationLimit
 
 from agentfsm.cli import main
 
@@ -152,3 +153,41 @@ def test_a_lost_or_duplicated_message_is_the_head_of_the_mailbox_and_named_so(
     assert sent[1] == ((), (("Ring", (1,)), ("Knock", ())))
     found = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == fault]
     assert found == [((fault, 1, "Ring", (1,), ()), ((), box))]
+
+
+def test_an_exploration_past_its_limit_says_how_far_it_got(tmp_path: Path, level_min: None) -> None:
+    """A chain of configurations (a counter an environment event counts up) stopped past 3 of them:
+    4 configurations found, 3 steps, the last one 3 steps deep."""
+    (tmp_path / "up.yaml").write_text(
+        "format: 1\nmachine: up\nvariables:\n  n: {type: int, min: 0, max: 9, init: 0}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n"
+        "transitions:\n  - {from: On, on: Up, to: On, when: n < 9, set: {n: n + 1}}\n")
+    (tmp_path / "up-system.yaml").write_text(
+        "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n")
+    with pytest.raises(ExplorationLimit) as stopped:
+        explore_system(load_system(tmp_path / "up-system.yaml"), limit=3)
+    assert (stopped.value.configurations, stopped.value.transitions, stopped.value.depth) == (4, 3, 3)
+
+
+def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_path: Path) -> None:
+    """``Ring(1)`` rejected, ``Knock`` (no parameters: no parentheses) dropped by a full mailbox."""
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  Go: {}\nactions:\n  Ping: {params: {v: {type: int, min: 0, max: 1}}}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [{action: Ping, args: {v: 1}}, Pong]}\n")
+    (tmp_path / "sink.yaml").write_text(
+        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\n  Done: {}\n"
+        "events:\n  Ring: {params: {v: {type: int, min: 0, max: 1}}}\n  Knock: {}\n"
+        "transitions:\n  - {from: Idle, on: Knock, to: Done}\n  - {from: Done, on: Ring, to: Done}\n")
+    (tmp_path / "full-system.yaml").write_text(
+        "format: 1\nsystem: full\nmailbox: {capacity: 1}\n"
+        "instances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+        "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
+        "  - {from: sender, action: Pong, to: sink, event: Knock}\nenvironment:\n  sender: [Go]\n")
+    system = load_system(tmp_path / "full-system.yaml")
+    stepper = Stepper(system)
+    [(_, sent, went)] = stepper.successors(initial_config(system))
+    assert [f.message for f in went.findings] == [
+        "sink's mailbox (capacity 1) is full: Knock from sender is dropped"]
+    [(_, _, taken)] = stepper.successors(sent)
+    assert [f.message for f in taken.findings] == ["sink rejects Ring(1) in Idle"]
