@@ -57,3 +57,18 @@ def test_a_tables_own_invariant_is_checked_in_each_instance(tmp_path: Path) -> N
     broken = checks[("invariant", "b: low")]
     assert not broken.ok and broken.message == "n < 2 is false" and broken.trace is not None
     assert [(label[0], label[1], label[2]) for label in broken.trace.steps] == [("env", 1, "Up"), ("env", 1, "Top")]
+
+
+def test_a_cycle_of_two_configurations_is_found_and_a_property_that_holds_keeps_its_name(tmp_path: Path) -> None:
+    """A switch flipped back and forth: the flips close a cycle of two configurations (no step
+    returns to its own), and its Off state stays reachable from each."""
+    (tmp_path / "flips-system.yaml").write_text(
+        f"format: 1\nsystem: flips\ninstances:\n  t: {{table: {FIXTURES / 'toggle.yaml'}}}\nenvironment:\n  t: [Flip]\n"
+        "properties:\n  - {name: flips-end, no-cycle-within: {steps: [t.Flip]}}\n"
+        "  - {name: back-off, always-reachable: t.state == Off}\n")
+    verdict = run_system_checks(explore_system(load_system(tmp_path / "flips-system.yaml")))
+    checks = {c.name: c for c in verdict.checks if c.name is not None}
+    cycle, reachable = checks["flips-end"], checks["back-off"]
+    assert (cycle.kind, cycle.ok) == ("no-cycle-within", False) and cycle.trace is not None
+    assert (len(cycle.trace.steps), cycle.trace.loop_start) == (2, 0)
+    assert (reachable.kind, reachable.ok) == ("always-reachable", True)
