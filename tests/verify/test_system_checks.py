@@ -72,3 +72,21 @@ def test_a_cycle_of_two_configurations_is_found_and_a_property_that_holds_keeps_
     assert (cycle.kind, cycle.ok) == ("no-cycle-within", False) and cycle.trace is not None
     assert (len(cycle.trace.steps), cycle.trace.loop_start) == (2, 0)
     assert (reachable.kind, reachable.ok) == ("always-reachable", True)
+
+
+def test_a_cycles_counterexample_is_the_first_shortest_loop(tmp_path: Path) -> None:
+    """From 0, Up reaches 1; from 1, Back and then Reset return to 0, and Up goes on to 2, whose
+    Back returns too. The loop shown is the first shortest one found: Up, Back (not Up, Reset,
+    found after it, nor the longer Up, Up, Back)."""
+    (tmp_path / "steps.yaml").write_text(
+        "format: 1\nmachine: steps\nvariables:\n  n: {type: int, min: 0, max: 2, init: 0}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n  Back: {}\n  Reset: {}\n"
+        "transitions:\n  - {from: On, on: Up, to: On, when: n < 2, set: {n: n + 1}}\n"
+        "  - {from: On, on: Back, to: On, when: n > 0, set: {n: 0}}\n"
+        "  - {from: On, on: Reset, to: On, when: n > 0, set: {n: 0}}\n")
+    (tmp_path / "steps-system.yaml").write_text(
+        "format: 1\nsystem: steps\ninstances:\n  c: {table: steps.yaml}\nenvironment:\n  c: [Up, Back, Reset]\n"
+        "properties:\n  - {name: steps-end, no-cycle-within: {steps: [c.Up, c.Back, c.Reset]}}\n")
+    [check] = failed(tmp_path / "steps-system.yaml")
+    assert check.trace is not None and check.trace.loop_start == 0
+    assert [label[2] for label in check.trace.steps] == ["Up", "Back"]
