@@ -90,3 +90,19 @@ def test_a_cycles_counterexample_is_the_first_shortest_loop(tmp_path: Path) -> N
     [check] = failed(tmp_path / "steps-system.yaml")
     assert check.trace is not None and check.trace.loop_start == 0
     assert [label[2] for label in check.trace.steps] == ["Up", "Back"]
+
+
+def test_a_cycles_loop_is_read_back_through_the_first_way_each_configuration_was_reached(tmp_path: Path) -> None:
+    """A reaches B by Up, and C by Side, whose Join reaches B again after B was found: the loop
+    back to A is Up, Go, Home, never Side, Join, Go, Home."""
+    (tmp_path / "ways.yaml").write_text(
+        "format: 1\nmachine: ways\nstates:\n  A: {initial: true}\n  B: {}\n  C: {}\n  D: {}\n"
+        "events:\n  Up: {}\n  Side: {}\n  Join: {}\n  Go: {}\n  Home: {}\n"
+        "transitions:\n  - {from: A, on: Up, to: B}\n  - {from: A, on: Side, to: C}\n  - {from: C, on: Join, to: B}\n"
+        "  - {from: B, on: Go, to: D}\n  - {from: D, on: Home, to: A}\n")
+    (tmp_path / "ways-system.yaml").write_text(
+        "format: 1\nsystem: ways\ninstances:\n  w: {table: ways.yaml}\nenvironment:\n  w: [Up, Side, Join, Go, Home]\n"
+        "properties:\n  - {name: ways-end, no-cycle-within: {steps: [w.Up, w.Side, w.Join, w.Go, w.Home]}}\n")
+    [check] = failed(tmp_path / "ways-system.yaml")
+    assert check.trace is not None and check.trace.loop_start == 0
+    assert [label[2] for label in check.trace.steps] == ["Up", "Go", "Home"]
