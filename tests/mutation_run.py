@@ -81,6 +81,9 @@ TESTS: dict[str, tuple[str, ...]] = {
                                "tests/impl/test_journal_concurrency.py"),
     "verify/system/step.py": ("tests/verify/test_system_steps.py", "tests/verify/test_system_checker.py",
                               "tests/verify/test_system_verify.py", "tests/verify/test_system_limits.py"),
+    "verify/system/checks.py": ("tests/verify/test_system_checks.py", "tests/verify/test_system_steps.py",
+                                "tests/verify/test_system_checker.py", "tests/verify/test_system_verify.py",
+                                "tests/verify/test_system_limits.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
