@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_model import System
 from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
@@ -155,18 +156,30 @@ def test_a_lost_or_duplicated_message_is_the_head_of_the_mailbox_and_named_so(
     assert found == [((fault, 1, "Ring", (1,), ()), ((), box))]
 
 
-def test_an_exploration_past_its_limit_says_how_far_it_got(tmp_path: Path, level_min: None) -> None:
-    """A chain of configurations (a counter an environment event counts up) stopped past 3 of them:
-    4 configurations found, 3 steps, the last one 3 steps deep."""
+def chain(tmp_path: Path) -> System:
+    """A chain of configurations: a counter from 0 to 9 that an environment event counts up."""
     (tmp_path / "up.yaml").write_text(
         "format: 1\nmachine: up\nvariables:\n  n: {type: int, min: 0, max: 9, init: 0}\n"
         "states:\n  On: {initial: true}\nevents:\n  Up: {}\n"
         "transitions:\n  - {from: On, on: Up, to: On, when: n < 9, set: {n: n + 1}}\n")
     (tmp_path / "up-system.yaml").write_text(
         "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n")
+    return load_system(tmp_path / "up-system.yaml")
+
+
+def test_an_exploration_past_its_limit_says_how_far_it_got(tmp_path: Path, level_min: None) -> None:
+    """The chain stopped past 3 configurations: 4 found, 3 steps, the last one 3 steps deep."""
     with pytest.raises(ExplorationLimit) as stopped:
-        explore_system(load_system(tmp_path / "up-system.yaml"), limit=3)
+        explore_system(chain(tmp_path), limit=3)
     assert (stopped.value.configurations, stopped.value.transitions, stopped.value.depth) == (4, 3, 3)
+
+
+def test_a_search_to_a_depth_expands_only_the_configurations_that_deep(tmp_path: Path, level_min: None) -> None:
+    """The chain to depth 1: the two configurations at most 1 step deep are expanded (the batches
+    never run, they know no depth), which finds the one 2 steps deep."""
+    ex = explore_system(chain(tmp_path), depth=1)
+    assert [config[0][0][1] for config in ex.configs] == [(0,), (1,), (2,)]
+    assert ex.out_degree == [1, 1]
 
 
 def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_path: Path) -> None:
