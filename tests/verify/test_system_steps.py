@@ -17,6 +17,7 @@ from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
 from agentfsm.verify.system.step import Sent, Stepper, initial_config
 from agentfsm.verify.table.explore import ExplorationLimit
+from test_system_por import batch_runs
 
 from agentfsm.cli import main
 
@@ -204,3 +205,13 @@ def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_pa
         "sink's mailbox (capacity 1) is full: Knock from sender is dropped"]
     [(_, _, taken)] = stepper.successors(sent)
     assert [f.message for f in taken.findings] == ["sink rejects Ring(1) in Idle"]
+
+
+def test_a_frontier_as_wide_as_the_threshold_goes_a_batch_at_a_time(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LEVEL_MIN`` is the narrowest frontier the batches take: the chain's frontiers of one
+    configuration each, at a threshold of one."""
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 1)
+    runs = batch_runs(monkeypatch)
+    explore_system(chain(tmp_path))
+    assert runs
