@@ -79,6 +79,11 @@ TESTS: dict[str, tuple[str, ...]] = {
     "impl/durable/ledger.py": ("tests/impl/test_ledger.py", "tests/impl/test_durable_run_defaults.py",
                                "tests/impl/test_durable_run_edges.py", "tests/impl/test_journal_durable.py",
                                "tests/impl/test_journal_concurrency.py"),
+    "verify/system/step.py": ("tests/verify/test_system_steps.py", "tests/verify/test_system_checker.py",
+                              "tests/verify/test_system_verify.py", "tests/verify/test_system_limits.py"),
+    "verify/system/checks.py": ("tests/verify/test_system_checks.py", "tests/verify/test_system_steps.py",
+                                "tests/verify/test_system_checker.py", "tests/verify/test_system_verify.py",
+                                "tests/verify/test_system_limits.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

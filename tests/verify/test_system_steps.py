@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_model import System
 from agentfsm.verify.system import batched as system_batched
 from agentfsm.verify.system.checks import SysCheck, run_system_checks
 from agentfsm.verify.system.explore import explore_system
 from agentfsm.verify.system.step import Sent, Stepper, initial_config
+from agentfsm.verify.table.explore import ExplorationLimit
+from test_system_por import batch_runs
 
 from agentfsm.cli import main
 
@@ -125,21 +128,90 @@ def test_a_step_names_the_member_each_any_link_picked(tmp_path: Path) -> None:
                                                        (Sent(0, "Ping", 2, "Ring", ()),)]
 
 
-def test_a_lost_message_is_the_head_of_the_mailbox_and_named_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("fault", "box"), [("lose", (("Knock", ()),)),
+                                           ("duplicate", (("Ring", (1,)), ("Ring", (1,)), ("Knock", ())))],
+                         ids=["lose", "duplicate"])
+def test_a_lost_or_duplicated_message_is_the_head_of_the_mailbox_and_named_so(
+        tmp_path: Path, fault: str, box: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+    """The message lost or duplicated, and the one its step names, is the head (``Ring(1)``), not
+    the last one (``Knock``): its name and its parameters."""
     (tmp_path / "sender.yaml").write_text(
         "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
-        "events:\n  Go: {}\nactions:\n  Ping: {}\n  Pong: {}\n"
-        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [Ping, Pong]}\n")
+        "events:\n  Go: {}\nactions:\n  Ping: {params: {v: {type: int, min: 0, max: 1}}}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [{action: Ping, args: {v: 1}}, Pong]}\n")
     (tmp_path / "sink.yaml").write_text(
-        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\nevents:\n  Ring: {}\n  Knock: {}\n"
+        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\n"
+        "events:\n  Ring: {params: {v: {type: int, min: 0, max: 1}}}\n  Knock: {}\n"
         "transitions:\n  - {from: Idle, on: Ring, to: Idle}\n  - {from: Idle, on: Knock, to: Idle}\n")
-    (tmp_path / "lose-system.yaml").write_text(
-        "format: 1\nsystem: lose\ninstances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+    (tmp_path / "faulty-system.yaml").write_text(
+        "format: 1\nsystem: faulty\nmailbox: {capacity: 3}\n"
+        "instances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
         "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
         "  - {from: sender, action: Pong, to: sink, event: Knock}\n"
-        "environment:\n  sender: [Go]\nfaults:\n  lose: {instances: [sink], max: 1}\n")
-    system = load_system(tmp_path / "lose-system.yaml")
+        f"environment:\n  sender: [Go]\nfaults:\n  {fault}: {{instances: [sink], max: 1}}\n")
+    system = load_system(tmp_path / "faulty-system.yaml")
     stepper = Stepper(system)
     [(_, sent, _)] = stepper.successors(initial_config(system))
-    lost = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == "lose"]
-    assert lost == [(("lose", 1, "Ring", (), ()), ((), (("Knock", ()),)))]
+    assert sent[1] == ((), (("Ring", (1,)), ("Knock", ())))
+    found = [(label, config[1]) for label, config, _ in stepper.successors(sent) if label[0] == fault]
+    assert found == [((fault, 1, "Ring", (1,), ()), ((), box))]
+
+
+def chain(tmp_path: Path) -> System:
+    """A chain of configurations: a counter from 0 to 9 that an environment event counts up."""
+    (tmp_path / "up.yaml").write_text(
+        "format: 1\nmachine: up\nvariables:\n  n: {type: int, min: 0, max: 9, init: 0}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n"
+        "transitions:\n  - {from: On, on: Up, to: On, when: n < 9, set: {n: n + 1}}\n")
+    (tmp_path / "up-system.yaml").write_text(
+        "format: 1\nsystem: up\ninstances:\n  up: {table: up.yaml}\nenvironment:\n  up: [Up]\n")
+    return load_system(tmp_path / "up-system.yaml")
+
+
+def test_an_exploration_past_its_limit_says_how_far_it_got(tmp_path: Path, level_min: None) -> None:
+    """The chain stopped past 3 configurations: 4 found, 3 steps, the last one 3 steps deep."""
+    with pytest.raises(ExplorationLimit) as stopped:
+        explore_system(chain(tmp_path), limit=3)
+    assert (stopped.value.configurations, stopped.value.transitions, stopped.value.depth) == (4, 3, 3)
+
+
+def test_a_search_to_a_depth_expands_only_the_configurations_that_deep(tmp_path: Path, level_min: None) -> None:
+    """The chain to depth 1: the two configurations at most 1 step deep are expanded (the batches
+    never run, they know no depth), which finds the one 2 steps deep."""
+    ex = explore_system(chain(tmp_path), depth=1)
+    assert [config[0][0][1] for config in ex.configs] == [(0,), (1,), (2,)]
+    assert ex.out_degree == [1, 1]
+
+
+def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_path: Path) -> None:
+    """``Ring(1)`` rejected, ``Knock`` (no parameters: no parentheses) dropped by a full mailbox."""
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  Go: {}\nactions:\n  Ping: {params: {v: {type: int, min: 0, max: 1}}}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Sent, emit: [{action: Ping, args: {v: 1}}, Pong]}\n")
+    (tmp_path / "sink.yaml").write_text(
+        "format: 1\nmachine: sink\nstates:\n  Idle: {initial: true}\n  Done: {}\n"
+        "events:\n  Ring: {params: {v: {type: int, min: 0, max: 1}}}\n  Knock: {}\n"
+        "transitions:\n  - {from: Idle, on: Knock, to: Done}\n  - {from: Done, on: Ring, to: Done}\n")
+    (tmp_path / "full-system.yaml").write_text(
+        "format: 1\nsystem: full\nmailbox: {capacity: 1}\n"
+        "instances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+        "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
+        "  - {from: sender, action: Pong, to: sink, event: Knock}\nenvironment:\n  sender: [Go]\n")
+    system = load_system(tmp_path / "full-system.yaml")
+    stepper = Stepper(system)
+    [(_, sent, went)] = stepper.successors(initial_config(system))
+    assert [f.message for f in went.findings] == [
+        "sink's mailbox (capacity 1) is full: Knock from sender is dropped"]
+    [(_, _, taken)] = stepper.successors(sent)
+    assert [f.message for f in taken.findings] == ["sink rejects Ring(1) in Idle"]
+
+
+def test_a_frontier_as_wide_as_the_threshold_goes_a_batch_at_a_time(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LEVEL_MIN`` is the narrowest frontier the batches take: the chain's frontiers of one
+    configuration each, at a threshold of one."""
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 1)
+    runs = batch_runs(monkeypatch)
+    explore_system(chain(tmp_path))
+    assert runs

@@ -169,7 +169,6 @@ def cycle_check(ex: SystemExploration, prop: SysProperty) -> SysCheck:
     src = np.array([ex.edges_src[k] for k in keep], dtype=np.int64)
     dst = np.array([ex.edges_dst[k] for k in keep], dtype=np.int64)
     matrix = csr_matrix((np.ones(len(keep)), (src, dst)), shape=(n, n))
-    matrix.sum_duplicates()
     count, component = connected_components(matrix, directed=True, connection="strong")
     cyclic = np.bincount(component, minlength=count) > 1
     cyclic[component[src[src == dst]]] = True
