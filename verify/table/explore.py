@@ -26,9 +26,11 @@ random tables.
 While the queue holds ``LEVEL_MIN`` unexplored configurations or more (a wide space),
 they go a batch at a time through numpy array operations (``batched``), with the
 same numbering, edges and counts, until fewer than ``LEVEL_LOW`` wait; the scalar loop
-then goes on with the batches' visited set and graph. A narrow, deep space never
-leaves the scalar loop and its dict. Parents and edges go into typed arrays from the start
-(appending to an ``array`` is cheaper than to a list, and nothing is converted after).
+then goes on with the batches' visited set and graph. A narrow, deep space whose
+configurations repeat along a counter keyed by interval is explored ahead in batches once
+the scalar loop has found ``AHEAD_AT`` of them (``ahead``: a guess, closed under the step and
+renumbered breadth-first; never trusted). Parents and edges go into typed arrays from the
+start (appending to an ``array`` is cheaper than to a list, and nothing is converted after).
 
 Edges are the accepted steps: an event that fires a row (possibly a self-loop) and an
 event the ``ignore`` policy accepts (a self-loop, a *stutter*: ``stutter`` lists those
@@ -61,17 +63,19 @@ from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.semantics import SemanticError, StepResult, step
 from agentfsm.verify.kernel.compiled import compile_packed
-from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex
-from agentfsm.verify.table import batched, intervals
+from agentfsm.verify.kernel.visited import CodeIndex, DenseIndex, code_index
+from agentfsm.verify.table import ahead, batched, intervals
 from agentfsm.verify.table.batched import NO_EDGE, STUTTER
 from agentfsm.verify.table.intervals import Fold
 from agentfsm.verify.table.state_memo import Edge, Edges, state_memo
 
 Label = tuple[str, tuple[Value, ...]]
+Ints = npt.NDArray[np.int64]
 PROGRESS_EVERY = 1 << 15
 CHECK_EVERY = 1 << 10   # configurations between looks at the queue's width
 LEVEL_MIN: int | None = 512   # unexplored configurations that switch to batches (None: never); measured
 LEVEL_LOW = 64   # and back to the scalar loop below this many (hysteresis against flapping)
+AHEAD_AT: int | None = 1 << 14   # configurations after which a narrow space is explored ahead (None: never)
 MEMO_LIMIT = 4096
 # Where an exploration stops unless told otherwise, so that a huge bound ends with a message
 # rather than a machine out of memory (docs/verifier.md, "Resource limits").
@@ -278,12 +282,28 @@ class Exploration:
     def config(self, i: int) -> tuple[int, tuple[Value, ...]]:
         return self.packing.unpack(int(self.codes[i]))
 
+    def compact(self) -> None:
+        """Hand back the visited set (the scalar loop's dict and list of codes, or the batches'
+        index) for the array of the codes, which the checks read anyway: about 110 bytes a
+        configuration returned before the checks allocate theirs. ``verify`` does this;
+        ``index_of`` makes an index again on first use. Nothing when the codes need Python
+        ints (past 63 bits)."""
+        if isinstance(self.codes, list):
+            if self.packing.all >= 1 << 63:
+                return
+            self.codes = np.array(self.codes, dtype=np.int64)
+            self.columns.pop("codes", None)
+        self.index, self.code_index = {}, None
+
     def index_of(self, state: int, values: tuple[Value, ...]) -> int | None:
         if not 0 <= state < self.packing.nstates or len(values) != len(self.packing.los):
             return None
         if not self.packing.in_range(values):
             return None
         code = self.packing.pack(state, values)
+        if self.code_index is None and not self.index:   # compacted: a batch visited set, made once
+            self.code_index = code_index(self.packing.all + 1, self.count)
+            self.code_index.insert(np.asarray(self.codes, dtype=np.int64), np.arange(self.count, dtype=np.int64))
         if self.code_index is not None:
             found = int(self.code_index.lookup(np.array([code], dtype=np.int64))[0])
             return found if found >= 0 else None
@@ -351,9 +371,13 @@ def explore(table: Table, progress: Callable[[int], None] | None = None,
     return ex
 
 
-def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None) -> None:
+def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | None,
+         seeds: Ints | None = None) -> None:
     """The scalar loop, and past ``LEVEL_MIN`` waiting configurations the batches, back to
-    the scalar loop when fewer than ``LEVEL_LOW`` wait (a wide space's narrow tail)."""
+    the scalar loop when fewer than ``LEVEL_LOW`` wait (a wide space's narrow tail). A
+    narrow space still unexplored after ``AHEAD_AT`` configurations is explored ahead
+    (``_ahead``) when its counter allows. ``seeds`` (the closing step of ``_ahead``):
+    explore from these codes, the initial configuration's first, in batches from the start."""
     table = ex.table
     packing = ex.packing
     plans, unhandled_labels = _plans(table, ex.labels, packing)
@@ -378,23 +402,44 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
 
     def report(count: int, transitions: int, last: int, finished: bool) -> None:
         nonlocal reported
+        if seeds is not None:   # closing a guess: numbers, parents and depth are not yet the explorer's
+            if count > cap:
+                raise ExplorationLimit(_past(limit), count, transitions, 0)
+            return
         if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
             reported = last + 1
             _report(ex, count, transitions, last, built[1], progress, limit, depth)
 
-    i = _scalar(ex, entries, whole, unhandled_labels, ignore, index, built, 0, wide, report)
-    scalar.append((0, i))
-    if i < len(codes):
-        graph = batched.Graph(*(array("i" if k == 4 else "q", part) for k, part in enumerate(built)))
+    at, counter = AHEAD_AT, None
+    if wide is not None and at is not None and seeds is None:
+        counter = _counter(table, packing, plans)
+    if seeds is not None:
+        i = 0
+        del codes[:]
+        seeded = array("q")
+        batched.extend(seeded, seeds)
+        built[0] = seeded
+        built[1] = array("q", [-1]) * len(seeds)
+        built[2] = array("q", [-1]) * len(seeds)
+    else:
+        i = _scalar(ex, entries, whole, unhandled_labels, ignore, index, built, 0, wide, report,
+                    None if counter is None else at)
+        if (counter is not None and at is not None and wide is not None and i < len(codes) and len(codes) >= at
+                and len(codes) - i < wide):
+            if _ahead(ex, plans, unhandled_labels, counter, np.array(codes, dtype=np.int64), limit, progress):
+                return
+            i = _scalar(ex, entries, whole, unhandled_labels, ignore, index, built, i, wide, report)
+        scalar.append((0, i))
+    if i < len(built[0]):
+        graph = batched.Graph(*(part if isinstance(part, array) else array("q", part) for part in built))
         for part in built:
-            del part[:]
+            if not isinstance(part, array):
+                del part[:]
         built[:] = [graph.codes, graph.parent, graph.parent_label, graph.offsets, graph.edge_label,
                     graph.edge_target, graph.stutter]
         index.clear()   # the batches keep their own visited set, which the scalar loop then shares
         visited = batched.visited_set(packing, graph)
-        eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
-        levels = batched.Levels(packing, _groups(ex, plans), unhandled_labels, ignore, ex.row_fires,
-                                       ex.unhandled, eventless, [s.transient for s in table.states])
+        levels = _levels(ex, plans, unhandled_labels)
         while i < len(graph.codes):
             i = batched.run(levels, i, graph, visited, report, LEVEL_LOW, ex.kept_edges)
             if i < len(graph.codes):
@@ -409,6 +454,115 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
     _tally(ex, plans, unhandled_labels, scalar)
 
 
+def _levels(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]]) -> batched.Levels:
+    """The batches' plans, counting into ``ex``."""
+    table = ex.table
+    eventless = {state: tuple(_arm(ex, row, ()) for row in rows) for state, rows in table.eventless_rows.items()}
+    return batched.Levels(ex.packing, _groups(ex, plans), unhandled_labels, table.unhandled.policy == "ignore",
+                          ex.row_fires, ex.unhandled, eventless, [s.transient for s in table.states])
+
+
+@dataclass(frozen=True)
+class _Counter:
+    """The one variable every plan that reads it keys by interval, for ``ahead.guess``."""
+
+    shift: int
+    mask: int
+    intervals: Ints
+
+
+def _counter(table: Table, packing: Packing, plans: list[list[_Plan]]) -> _Counter | None:
+    """The counter to guess ahead along: one variable some plans key by interval and no plan
+    keys by value (which would tell its values apart); ``None`` when there is none."""
+    folds = [plan.fold for state_plans in plans for plan in state_plans if plan.fold is not None]
+    if not folds or len({f.slot for f in folds}) > 1:
+        return None
+    slot = folds[0].slot
+    field = packing.field(slot)
+    if any(plan.fold is None and plan.rmask & field for state_plans in plans for plan in state_plans):
+        return None
+    size = table.variables[slot].size
+    return _Counter(packing.shifts[slot], packing.masks[slot],
+                    ahead.interval_of(size, list(dict.fromkeys(f.classes for f in folds))))
+
+
+def _ahead(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]], counter: _Counter,
+           prefix: Ints, limit: int | None, progress: Callable[[int], None] | None) -> bool:
+    """Explore the rest of the space ahead along ``counter`` from the scalar loop's ``prefix``
+    (see ``ahead``): fill ``ex`` as the plain exploration would and return True, or return
+    False with ``ex`` untouched when the guess is empty or the closed set passes the limit
+    (the plain exploration then goes on, and stops where it always did)."""
+    cap = DEFAULT_MAX_CONFIGURATIONS if limit is None else limit
+    guessed = ahead.guess(prefix, int(prefix[0]), counter.shift, counter.mask, counter.intervals, cap - len(prefix))
+    if not len(guessed):
+        return False
+    seeds = np.concatenate((prefix, guessed[~np.isin(guessed, prefix)]))
+    del guessed
+    closed = Exploration(ex.table)
+    try:
+        _run(closed, None, cap + len(seeds) - len(prefix), seeds)
+    except ExplorationLimit:
+        return False
+    del seeds
+    closed.code_index, closed.parent, closed.parent_label = None, array("q"), array("q")   # not read from here on
+    offsets = np.frombuffer(closed.offsets, dtype=np.int64)
+    targets = np.frombuffer(closed.edge_target, dtype=np.int64)
+    order = ahead.bfs_order(offsets, targets)
+    if len(order) > cap:
+        return False
+    codes = closed.code_array()[order]
+    if len(order) == closed.count and not closed.error_count:   # the guess held nothing unreachable
+        moved, targets, labels, stutter = ahead.renumbered(order, offsets, targets,
+                                                           np.frombuffer(closed.edge_label, dtype=np.int32),
+                                                           np.frombuffer(closed.stutter, dtype=np.int64))
+        ex.row_fires, ex.unhandled = closed.row_fires, closed.unhandled
+        del closed, offsets, order
+        parent, label = ahead.parents(moved, targets, labels)
+        ex.codes, ex.index, ex.code_index = codes, {}, None   # ``index_of`` makes an index on first use
+        for name, kind, values in (("parent", "q", parent), ("parent_label", "q", label), ("offsets", "q", moved),
+                                   ("stutter", "q", stutter), ("edge_label", "i", labels),
+                                   ("edge_target", "q", targets)):
+            typed = array(kind)
+            if ex.kept_edges or name not in ("edge_label", "edge_target"):
+                batched.extend(typed, values)
+            setattr(ex, name, typed)
+            del values
+    else:   # explore again in that order: tallies and errors of the reachable configurations alone
+        del closed, offsets, targets
+        _again(ex, plans, unhandled_labels, codes)
+    depth, j = 0, ex.count - 1
+    while j > 0:   # the last configuration is a deepest
+        j, depth = ex.parent[j], depth + 1
+    ex.reached = (ex.count, ex.transitions, depth)
+    if progress is not None:
+        progress(ex.count)
+    return True
+
+
+def _again(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[list[int]], codes: Ints) -> None:
+    """Fill ``ex`` from ``codes``, a closed set in breadth-first order, explored as one batch:
+    edges, tallies and errors as the plain exploration gives them, each parent the first edge."""
+    ex.errors, ex.error_count, ex._seen_errors = [], 0, set()
+    ex.row_fires = dict.fromkeys(ex.row_fires, 0)
+    ex.unhandled = {}
+    graph = batched.Graph(array("q", codes.tobytes()), array("q"), array("q"), array("q", [0]), array("i"),
+                          array("q"), array("q"))
+    visited = batched.visited_set(ex.packing, graph)
+    batched.run(_levels(ex, plans, unhandled_labels), 0, graph, visited, lambda *_: None, 0, True)
+    if len(graph.codes) != len(codes):
+        raise AssertionError("the reachable configurations of a closed set are closed")
+    parent, label = ahead.parents(graph.view("offsets"), graph.view("edge_target"),
+                                  np.frombuffer(graph.edge_label, dtype=np.int32))
+    graph.parent.frombytes(parent.tobytes())
+    graph.parent_label.frombytes(label.tobytes())
+    if not ex.kept_edges:
+        graph.edge_label, graph.edge_target = array("i"), array("q")
+    ex.index, ex.code_index, ex.codes = {}, visited, graph.view("codes")
+    ex.parent, ex.parent_label, ex.offsets = graph.parent, graph.parent_label, graph.offsets
+    ex.edge_label, ex.edge_target, ex.stutter = graph.edge_label, graph.edge_target, graph.stutter
+    _tally(ex, plans, unhandled_labels, [])
+
+
 Entry = tuple[int, int, dict[int, tuple[int, int]], _Plan, tuple[int, int, tuple[int, ...]] | None]
 StateEntry = tuple[int, int, int, tuple[int, ...], dict[int, Edges]]   # ``StateMemo.entry``
 
@@ -416,9 +570,9 @@ StateEntry = tuple[int, int, int, tuple[int, ...], dict[int, Edges]]   # ``State
 def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry | None],
             unhandled_labels: list[list[int]], ignore: bool, index: dict[int, int] | CodeIndex | DenseIndex,
             built: list[MutableSequence[int]], i: int, wide: int | None,
-            report: Callable[[int, int, int, bool], None]) -> int:
-    """Explore from configuration ``i`` until nothing is left or (``wide``) that many wait;
-    return where it stopped.
+            report: Callable[[int, int, int, bool], None], stop: int | None = None) -> int:
+    """Explore from configuration ``i`` until nothing is left, (``wide``) that many wait or
+    (``stop``) that many are found; return where it stopped.
 
     The loop is the verifier's hot path; it is written for CPython's interpreter: plans
     unpacked from tuples into locals, the growing ``codes`` iterated directly (its iterator
@@ -500,7 +654,7 @@ def _scalar(ex: Exploration, entries: list[list[Entry]], whole: list[StateEntry 
         if not ex.kept_edges:   # counted in the offsets; the chunk's edges go
             base += len(edge_target)
             del edge_label[:], edge_target[:]
-        if i == start or (wide is not None and len(codes) - i >= wide):
+        if i == start or (wide is not None and len(codes) - i >= wide) or (stop is not None and len(codes) >= stop):
             break
         report(len(codes), offsets[-1], i - 1, i == len(codes))
     if i == len(codes):
