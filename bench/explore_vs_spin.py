@@ -75,18 +75,21 @@ def loom_grown(size: int) -> Table:
     per_retry = (large - small) / 10
     return load_table(LOOM, {"max_retries": max(1, round(10 + (size - small) / per_retry)), "max_tools": 2})
 
-def explore_cpu(table: Table, by_value: bool) -> tuple[Exploration, float]:
-    """Explore in this process: CPU seconds; ``by_value``: the memo keyed by value only
-    (no interval keys, the explorer before them) for the baseline."""
-    saved = intervals.MIN_SIZE
-    if by_value:
+def explore_cpu(table: Table, mode: str) -> tuple[Exploration, float]:
+    """Explore in this process: CPU seconds. ``mode``: ``shipped``; ``scalar``: without
+    exploring ahead (the explorer before it); ``by_value``: the memo keyed by value only (no
+    interval keys, so nothing to explore ahead along: the explorer before interval keys)."""
+    saved = intervals.MIN_SIZE, explore_module.AHEAD_AT
+    if mode == "by_value":
         intervals.MIN_SIZE = 1 << 62
+    if mode != "shipped":
+        explore_module.AHEAD_AT = None
     try:
         cpu = time.process_time()
         ex = explore(table)
         return ex, time.process_time() - cpu
     finally:
-        intervals.MIN_SIZE = saved
+        intervals.MIN_SIZE, explore_module.AHEAD_AT = saved
 
 
 def as_installed() -> dict[str, str]:
@@ -95,15 +98,26 @@ def as_installed() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def verify_cli(sets: dict[str, int], by_value: bool = False) -> float:
+# Runs a command and prints its CPU seconds and peak resident bytes (wait4): a small process,
+# so that the peak is the command's own (a child's ru_maxrss starts from its parent's size at fork).
+LAUNCH = """import json, os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, sys.argv[1:]
+print(json.dumps([usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024]))"""
+
+
+def verify_cli(sets: dict[str, int], by_value: bool = False) -> tuple[float, int]:
     """``agentfsm verify`` on the grown Loom table as a user runs it, process start to
-    exit: CPU seconds (``by_value``: through this file, with the baseline's memo)."""
+    exit: CPU seconds and peak resident bytes (``by_value``: through this file, with the
+    baseline's memo)."""
     words = ["verify", *(w for name, value in sets.items() for w in ("--set", f"{name}={value}")), str(LOOM)]
     args = ([sys.executable, __file__, "--cli-by-value", *words] if by_value
             else [AGENTFSM, *words])
-    before = children_cpu()
-    subprocess.run(args, check=True, capture_output=True, env=as_installed())
-    return children_cpu() - before
+    out = subprocess.run([sys.executable, "-c", LAUNCH, *args], check=True, capture_output=True, text=True,
+                         env=as_installed()).stdout
+    cpu, peak = json.loads(out)
+    return float(cpu), int(peak)
 
 
 def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, float]]:
@@ -113,9 +127,9 @@ def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, flo
     sizes = [n for n in (100_000, 300_000, 1_000_000) if n <= largest]
     print("narrow: the Loom table grown (about 10 configurations per breadth-first level), CPU seconds, "
           f"least of {rounds} interleaved rounds")
-    print(f"{'configs':>9} {'explore':>7} {'by val':>7} {'conf/s':>9} {'checks':>6} {'verify':>7} {'cli':>6} "
-          f"{'cli old':>7} | {'pan NR':>6} {'spin e2e':>8} | {'x NR':>5} {'x NR old':>8} {'x e2e':>5} "
-          f"{'x e2e old':>9}")
+    print(f"{'configs':>9} {'explore':>7} {'scalar':>6} {'by val':>7} {'checks':>6} {'cli':>6} {'cli old':>7} "
+          f"{'MB':>5} | {'pan NR':>6} {'spin e2e':>8} {'pan MB':>6} | {'x NR':>5} {'x NR old':>8} {'x e2e':>5} "
+          f"{'x e2e old':>9} {'x MB':>5}")
     rows = []
     verify_cli({"max_retries": 1})   # writes the bytecode the measured runs read
     for size in sizes:
@@ -123,17 +137,20 @@ def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, flo
         sets = {"max_retries": table.constants["max_retries"], "max_tools": 2}
         best: dict[str, float] = {}
         for _ in range(rounds):
-            ex, old = explore_cpu(table, by_value=True)
+            ex, old = explore_cpu(table, "by_value")
             del ex
-            ex, new = explore_cpu(table, by_value=False)
+            ex, scalar = explore_cpu(table, "scalar")
+            del ex
+            ex, new = explore_cpu(table, "shipped")
             cpu = time.process_time()
             verdict = run_checks(ex)
             checks = time.process_time() - cpu
             assert verdict.ok
             count = ex.count
             del ex, verdict
-            got = {"explore": new, "by_value": old, "checks": checks,
-                   "cli": verify_cli(sets), "cli_by_value": verify_cli(sets, by_value=True)}
+            cli, peak = verify_cli(sets)
+            got = {"explore": new, "scalar": scalar, "by_value": old, "checks": checks, "cli": cli,
+                   "cli_peak_mb": -peak / 1e6, "cli_by_value": verify_cli(sets, by_value=True)[0]}
             if have_spin:
                 with tempfile.TemporaryDirectory() as tmp:
                     before = children_cpu()
@@ -141,21 +158,24 @@ def narrow(largest: int, have_spin: bool, rounds: int = 3) -> list[dict[str, flo
                     got["spin_e2e"] = children_cpu() - before
                 assert plain.states == count, (plain.states, count)
                 got["pan"] = plain.search_cpu_s
+                got["pan_mb"] = -plain.memory_mb
             best = {k: min(v, best.get(k, v)) for k, v in got.items()}
+        best["cli_peak_mb"], best["pan_mb"] = -best["cli_peak_mb"], -best.get("pan_mb", nan)   # the largest peaks
         row = {"configurations": float(count), **best}
-        line = (f"{count:>9,} {best['explore']:>7.2f} {best['by_value']:>7.2f} {count / best['explore']:>9,.0f} "
-                f"{best['checks']:>6.2f} {best['explore'] + best['checks']:>7.2f} {best['cli']:>6.2f} "
-                f"{best['cli_by_value']:>7.2f}")
+        line = (f"{count:>9,} {best['explore']:>7.2f} {best['scalar']:>6.2f} {best['by_value']:>7.2f} "
+                f"{best['checks']:>6.2f} {best['cli']:>6.2f} {best['cli_by_value']:>7.2f} {best['cli_peak_mb']:>5.0f}")
         if have_spin:
-            line += (f" | {best['pan']:>6.2f} {best['spin_e2e']:>8.2f} | {best['explore'] / best['pan']:>5.2f}"
-                     f" {best['by_value'] / best['pan']:>8.2f} {best['cli'] / best['spin_e2e']:>5.2f}"
-                     f" {best['cli_by_value'] / best['spin_e2e']:>9.2f}")
+            line += (f" | {best['pan']:>6.2f} {best['spin_e2e']:>8.2f} {best['pan_mb']:>6.0f}"
+                     f" | {best['explore'] / best['pan']:>5.2f} {best['by_value'] / best['pan']:>8.2f}"
+                     f" {best['cli'] / best['spin_e2e']:>5.2f} {best['cli_by_value'] / best['spin_e2e']:>9.2f}"
+                     f" {best['cli_peak_mb'] / best['pan_mb']:>5.2f}")
         print(line, flush=True)
         rows.append(row)
-    print("explore: the explorer as shipped; by val: with its memo keyed by value (before interval keys);\n"
-          "checks: every check; verify = explore + checks; cli, cli old: `agentfsm verify` as a process, start to\n"
-          "exit (old: by value). pan NR: pan's search with -DNOREDUCE; spin e2e: spin -a + gcc -O2 + pan.\n"
-          "x NR = explore / pan, x e2e = cli / spin e2e; the old ones by value (below 1: agentfsm is faster).\n")
+    print("explore: the explorer as shipped; scalar: without exploring ahead (before it); by val: with its memo\n"
+          "keyed by value (before interval keys); checks: every check; cli, cli old: `agentfsm verify` as a process,\n"
+          "start to exit (old: by value), MB its peak resident memory. pan NR: pan's search with -DNOREDUCE; spin\n"
+          "e2e: spin -a + gcc -O2 + pan; pan MB: its total actual memory usage. x NR = explore / pan, x e2e = cli /\n"
+          "spin e2e, x MB = MB / pan MB; the old ones by value (below 1: agentfsm is better).\n")
     return rows
 
 
@@ -367,11 +387,15 @@ def record_narrow(narrow_rows: list[dict[str, float]]) -> None:
     """The docs' narrow table (bench/figures.py): `agentfsm verify` as a user runs it beside Spin
     end to end, and the exploration beside pan's search, in CPU seconds."""
     record("verify-narrow", [{
-        "configurations": int(r["configurations"]), "explore CPU-s": r["explore"], "pan -DNOREDUCE CPU-s": r["pan"],
-        "× pan": r["explore"] / r["pan"], "verify CPU-s": r["cli"], "Spin end to end CPU-s": r["spin_e2e"],
-        "× Spin": r["cli"] / r["spin_e2e"]} for r in narrow_rows],
-        table="spec/loom-agent.yaml grown with --set max_retries=N", note="Least of interleaved rounds; "
-        "verify: the `agentfsm verify` process, start to exit; Spin end to end: spin -a, gcc -O2, pan.")
+        "configurations": int(r["configurations"]), "explore CPU-s": r["explore"],
+        "scalar loop CPU-s": r["scalar"], "pan -DNOREDUCE CPU-s": r["pan"], "× pan": r["explore"] / r["pan"],
+        "verify CPU-s": r["cli"], "Spin end to end CPU-s": r["spin_e2e"], "× Spin": r["cli"] / r["spin_e2e"],
+        "verify peak MB": r["cli_peak_mb"], "pan MB": r["pan_mb"], "× pan's memory": r["cli_peak_mb"] / r["pan_mb"]}
+        for r in narrow_rows],
+        table="spec/loom-agent.yaml grown with --set max_retries=N", note="Least CPU of interleaved rounds "
+        "(the largest peak memory); explore: as shipped, exploring ahead; scalar loop: without it (before); "
+        "verify: the `agentfsm verify` process, start to exit, and its peak resident memory; Spin end to end: "
+        "spin -a, gcc -O2, pan; pan MB: pan's total actual memory usage.")
 
 
 def record_wide(wide_rows: list[dict[str, float]]) -> None:

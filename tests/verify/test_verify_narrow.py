@@ -256,3 +256,16 @@ def test_verify_command_imports_no_diagram_and_asks_for_no_huge_pages() -> None:
     assert json.loads(done.stdout.splitlines()[-1]) == [0, [], "0"]
     mine = subprocess.run(run, capture_output=True, text=True, check=True, env={**env, "NUMPY_MADVISE_HUGEPAGE": "1"})
     assert json.loads(mine.stdout.splitlines()[-1])[2] == "1"
+
+
+@pytest.mark.parametrize("table", [grown(30), grown(1500), load_table(WIDE, {"n": 10})],
+                         ids=["scalar-loop", "ahead", "batches"])
+def test_a_compacted_exploration_finds_every_configuration_and_checks_alike(table: Table) -> None:
+    """``compact`` (what ``verify`` does before the checks) hands back the visited set;
+    ``index_of`` still finds each configuration, and nothing else a check reads changes."""
+    kept, compacted = explore(table), explore(table)
+    compacted.compact()
+    assert not compacted.index and compacted.code_index is None
+    assert all(compacted.index_of(*kept.config(i)) == i for i in range(0, kept.count, 5))
+    assert compacted.index_of(kept.packing.nstates, kept.config(0)[1]) is None
+    assert_same_exploration(compacted, kept)

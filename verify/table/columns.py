@@ -10,7 +10,7 @@ use object arrays of Python ints: the same operations, slower, exact.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -26,17 +26,21 @@ def codes(ex: Exploration) -> Column:
     return ex.code_array()
 
 
-def states(ex: Exploration) -> npt.NDArray[np.int64]:
-    """Each configuration's state index."""
+def states(ex: Exploration) -> npt.NDArray[np.integer[Any]]:
+    """Each configuration's state index, in the smallest unsigned type that holds it (a byte
+    a configuration on any table of up to 256 states)."""
     cached = ex.columns.get("states")
     if cached is None:
-        cached = (codes(ex) & ex.packing.state_mask).astype(np.int64)
+        cached = (codes(ex) & ex.packing.state_mask).astype(np.min_scalar_type(ex.packing.nstates - 1))
         ex.columns["states"] = cached
     return cached
 
 
 def variable(ex: Exploration, slot: int, exact: bool) -> Column:
-    """Variable ``slot``'s value in each configuration (Python ints when ``exact``)."""
+    """Variable ``slot``'s value in each configuration (Python ints when ``exact``). An int
+    column is kept in the smallest integer type that holds the variable's range and widened
+    to int64 at each use: kept for every check that reads it, it costs a byte or two a
+    configuration rather than eight."""
     key = f"var{slot}{'x' if exact else ''}"
     cached = ex.columns.get(key)
     if cached is None:
@@ -44,10 +48,15 @@ def variable(ex: Exploration, slot: int, exact: bool) -> Column:
         raw = (codes(ex) >> p.shifts[slot]) & p.masks[slot]
         if p.bools[slot]:
             cached = (raw == 1).astype(np.bool_)
+        elif exact:
+            cached = raw.astype(object) + p.los[slot]
         else:
-            cached = raw.astype(object) + p.los[slot] if exact else raw.astype(np.int64) + p.los[slot]
+            lo, hi = p.los[slot], p.los[slot] + p.masks[slot]
+            cached = (raw + lo).astype(np.promote_types(np.min_scalar_type(lo), np.min_scalar_type(hi)))
         ex.columns[key] = cached
-    return cached
+    if cached.dtype == np.bool_ or cached.dtype == object:
+        return cached
+    return cached.astype(np.int64)
 
 
 def first(mask: npt.NDArray[np.bool_]) -> int | None:

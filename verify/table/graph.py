@@ -140,18 +140,20 @@ def can_reach(ex: Exploration, goal: Bools) -> Bools:
     return reached_back(ex, reverse, goal)
 
 
-def reversed_matrix(ex: Exploration, offsets: Ints, targets: Ints) -> Any:
-    """The CSR graph ``(offsets, targets)`` reversed, as a matrix."""
-    return _matrix(len(offsets) - 1, offsets, targets, _weights(ex)).T.tocsr()
+def reversed_matrix(ex: Exploration, offsets: Ints, targets: Ints) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """The CSR graph ``(offsets, targets)`` reversed, as its ``(indptr, indices)``: the
+    matrix's weights, as many as the edges, are never read, so they are not kept."""
+    reverse = _matrix(len(offsets) - 1, offsets, targets, _weights(ex)).T.tocsr()
+    return reverse.indptr, reverse.indices
 
 
-def reached_back(ex: Exploration, reverse: Any, goal: Bools) -> Bools:
+def reached_back(ex: Exploration, reverse: tuple[npt.NDArray[Any], npt.NDArray[Any]], goal: Bools) -> Bools:
     """The nodes from which some ``goal`` node is reachable, given the graph ``reverse``d: a
     breadth-first search of it from a virtual node ``n`` whose edges lead to every goal node."""
     n = len(goal)
     goals = np.flatnonzero(goal)
-    indptr = np.append(reverse.indptr, reverse.indptr[-1] + len(goals))
-    indices = np.concatenate((reverse.indices, goals))
+    indptr = np.append(reverse[0], reverse[0][-1] + len(goals))
+    indices = np.concatenate((reverse[1], goals))
     reached = breadth_first_order(_matrix(n + 1, indptr, indices, _weights(ex)), n, directed=True,
                                   return_predecessors=False)
     marked = np.zeros(n + 1, dtype=np.bool_)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -42,8 +42,8 @@ class Progress:
     offsets: Ints
     targets: Ints
     labels: npt.NDArray[np.intc]
-    sources: Ints
-    events: npt.NDArray[np.intc]
+    sources: npt.NDArray[np.signedinteger[Any]]   # the smallest signed type for the count
+    events: npt.NDArray[np.signedinteger[Any]]
 
     @property
     def out_degree(self) -> Ints:
@@ -61,7 +61,7 @@ def progress(ex: Exploration) -> Progress:
     offsets = np.frombuffer(ex.offsets, dtype=np.int64)
     targets = np.frombuffer(ex.edge_target, dtype=np.int64)
     labels = np.frombuffer(ex.edge_label, dtype=np.intc)
-    sources = np.repeat(np.arange(ex.count, dtype=np.int64), np.diff(offsets))
+    sources = np.repeat(np.arange(ex.count, dtype=np.min_scalar_type(-ex.count)), np.diff(offsets))
     stutter = np.frombuffer(ex.stutter, dtype=np.int64)
     if len(stutter):
         keep = np.ones(len(targets), dtype=np.bool_)
@@ -69,7 +69,7 @@ def progress(ex: Exploration) -> Progress:
         offsets = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
         targets, labels, sources = targets[keep], labels[keep], sources[keep]
     event_of_label = np.array([ex.table.events.index(ex.table.event(name)) for name, _ in ex.labels] or [0],
-                              dtype=np.intc)
+                              dtype=np.min_scalar_type(-len(ex.table.events)))
     result = Progress(offsets, targets, labels, sources, event_of_label[labels])
     ex.columns["progress"] = result
     return result
@@ -142,13 +142,20 @@ class Escape:
 def avoiders(ex: Exploration, avoid: Bools) -> tuple[Bools, Bools, Ints]:
     """Configurations of ``avoid`` from which some maximal fair run never leaves ``avoid``:
     ``(from where, the ends such runs reach, the fair component ids)``; worked out on the
-    region's own graph (``regions``)."""
+    region's own graph (``regions``). The last answer is kept: properties with one goal and
+    different sources (on the Loom table, three pairs of ``leads-to``) come one after the
+    other, and share it."""
+    last = ex.columns.get("avoiders")
+    if last is not None and np.array_equal(last[0], avoid):
+        return cast("tuple[Bools, Bools, Ints]", last[1])
     g, n = progress(ex), ex.count
     part = regions.region(g.offsets, g.targets, avoid)
     fair = _fair(ex, part)
     ends = (part.degree == 0) | (fair >= 0)
     escapes = reached_back(ex, reversed_matrix(ex, part.offsets, part.targets), ends)
-    return part.spread(escapes, False, n), part.spread(ends, False, n), part.spread(fair, -1, n)
+    found = part.spread(escapes, False, n), part.spread(ends, False, n), part.spread(fair, -1, n)
+    ex.columns["avoiders"] = (avoid, found)
+    return found
 
 
 def escape(ex: Exploration, avoid: Bools, ends: Bools, fair: Ints, start: int) -> Escape:

@@ -40,6 +40,7 @@ def verify_table(table: Table, meter: Meter | None = None,
     finally:
         if meter is not None:
             meter.done()
+    ex.compact()
     try:
         verdict = run_checks(ex)
     except MemoryError:
