@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ import pytest
 from agentfsm.spec import Table, load_table
 from agentfsm.verify.table import columns, graph, liveness, regions, state_memo
 from agentfsm.verify.table import explore as explore_module
+from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import Exploration, explore
 from conftest import TABLES
 from hypothesis import given, settings
@@ -269,3 +271,24 @@ def test_a_compacted_exploration_finds_every_configuration_and_checks_alike(tabl
     assert all(compacted.index_of(*kept.config(i)) == i for i in range(0, kept.count, 5))
     assert compacted.index_of(kept.packing.nstates, kept.config(0)[1]) is None
     assert_same_exploration(compacted, kept)
+
+
+def test_leads_to_properties_with_one_goal_share_its_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loom's six ``leads-to`` properties have three goals, each pair one after the other:
+    three regions are worked out, and each pair's verdicts are as if worked out alone."""
+    table = grown(3)
+    made: list[int] = []
+    real = regions.region
+
+    def counted(offsets: Ints, targets: Ints, mask: Bools) -> regions.Region:
+        made.append(int(mask.sum()))
+        return real(offsets, targets, mask)
+
+    monkeypatch.setattr(regions, "region", counted)
+    shared = [(c.name, c.ok, c.message) for c in run_checks(explore(table)).checks if c.kind == "leads-to"]
+    assert len(shared) == 6 and len(made) == 3 and len(set(made)) == 3
+    alone = []
+    for name in [name for name, _, _ in shared]:
+        one = replace(table, properties=tuple(p for p in table.properties if p.name == name))
+        alone += [(c.name, c.ok, c.message) for c in run_checks(explore(one)).checks if c.kind == "leads-to"]
+    assert alone == shared
