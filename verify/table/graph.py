@@ -122,12 +122,10 @@ def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weight
 
 
 def _weights(ex: Exploration) -> npt.NDArray[np.float64]:
-    """Unit weights for every matrix over this exploration, allocated once: fresh pages
-    for a few tens of megabytes cost more than the graph routines that read them."""
-    ones = ex.columns.get("ones")
-    if ones is None:
-        ones = ex.columns["ones"] = np.ones(ex.transitions + ex.count + 1)
-    return ones
+    """Unit weights for every matrix over this exploration: one value read as many times as
+    there can be edges (a view of stride 0), so no memory at all; scipy's searches take the
+    weights without reading them. Fresh ones for each matrix cost more than the searches."""
+    return np.broadcast_to(np.float64(1.0), (ex.transitions + ex.count + 1,))
 
 
 def can_reach(ex: Exploration, goal: Bools) -> Bools:
@@ -167,6 +165,7 @@ def kept_matrix(ex: Exploration, offsets: Ints, targets: Ints, keep: Bools) -> A
     forever on duplicate edges (two events, one target)."""
     kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
     matrix = _matrix(len(offsets) - 1, kept, targets[keep], _weights(ex))
+    matrix.data = np.ones(matrix.nnz)   # summing writes to them
     matrix.sum_duplicates()
     return matrix
 
