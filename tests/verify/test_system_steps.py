@@ -215,3 +215,13 @@ def test_a_frontier_as_wide_as_the_threshold_goes_a_batch_at_a_time(tmp_path: Pa
     runs = batch_runs(monkeypatch)
     explore_system(chain(tmp_path))
     assert runs
+
+
+def test_a_walk_up_the_parents_that_loops_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """The parents lead each configuration back to the initial one; parents that loop (a corrupted
+    exploration) end the walk after one step per configuration, with an error."""
+    ex = explore_system(chain(tmp_path))
+    assert ex.path_to(3) == [0, 1, 2, 3]
+    ex.parent[1] = 2
+    with pytest.raises(ValueError, match="the parents of configuration 3 loop"):
+        ex.path_to(3)
