@@ -209,3 +209,29 @@ def test_deliveries_with_a_choice_of_target_keep_the_scalar_order(tmp_path: Path
     ex = assert_same(system, False)
     assert [ex.edges_label[k] for k in range(len(ex.edges_src)) if ex.edges_src[k] == 1] == [
         ("deliver", 1, "Go", (), (3,)), ("deliver", 1, "Go", (), (4,)), ("deliver", 2, "Ring", (), ())]
+
+
+@pytest.mark.parametrize(("top", "arrays"), [(16383, True), (32767, False)], ids=["63-bits", "64-bits"])
+def test_a_group_whose_members_sort_keys_pass_63_bits_is_left_to_the_scalar_loop(
+        tmp_path: Path, top: int, arrays: bool, switch: None) -> None:
+    """Under symmetry a member's sort key is its local code (a counter of ``top + 1`` values: 14 or
+    15 bits), its 16 mailbox slots (4 messages: 3 bits each) and its stalled bit: 63 bits sort
+    exactly as int64s; 64 would put a member counted up to 16384 below one at 16383, so those
+    batches are not taken."""
+    (tmp_path / "counter.yaml").write_text(
+        f"format: 1\nmachine: counter\nvariables:\n  n: {{type: int, min: 0, max: {top}, init: 16382}}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n  Ring: {params: {v: {type: int, min: 0, max: 3}}}\n"
+        f"transitions:\n  - {{from: On, on: Up, to: On, when: n < {min(top, 16384)}, set: {{n: n + 1}}}}\n")
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\nevents:\n  Go: {}\n"
+        "actions:\n  Ping: {params: {v: {type: int, min: 0, max: 3}}}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Ready, emit: [{action: Ping, args: {v: 0}}]}\n")
+    (tmp_path / "counters-system.yaml").write_text(
+        "format: 1\nsystem: counters\ninstances:\n  sender: {table: sender.yaml}\n"
+        "  counter: {table: counter.yaml, count: 2, mailbox: 16}\n"
+        "links:\n  - {from: sender, action: Ping, to: 'counter[*]', event: Ring, params: {v: v}}\n"
+        "environment:\n  'counter[*]': [Up]\n")
+    system = load_system(tmp_path / "counters-system.yaml")
+    assert (system_batched.batches(system, True) is not None) is arrays
+    ex = assert_same(system, True)
+    assert len(ex.configs) == (3 if arrays else 6)   # each counter at 16382 to 16383, or to 16384
