@@ -235,3 +235,23 @@ def test_a_group_whose_members_sort_keys_pass_63_bits_is_left_to_the_scalar_loop
     assert (system_batched.batches(system, True) is not None) is arrays
     ex = assert_same(system, True)
     assert len(ex.configs) == (3 if arrays else 6)   # each counter at 16382 to 16383, or to 16384
+
+
+def test_a_batch_whose_every_successor_needs_its_members_swapped_is_sorted(tmp_path: Path, switch: None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two members in ``X`` and ``Y`` (states in the order W, X, Y, Z): one steps up to ``Z``, the
+    other down to ``W``, so each successor has its members out of order; with a batch of one
+    configuration, no successor of that batch is in order before the sort."""
+    (tmp_path / "swap.yaml").write_text(
+        "format: 1\nmachine: swap\nstates:\n  W: {}\n  X: {}\n  Y: {}\n  Z: {}\n  I: {initial: true}\n"
+        "events:\n  A: {}\n  B: {}\n  Go: {}\n"
+        "transitions:\n  - {from: I, on: A, to: X}\n  - {from: I, on: B, to: Y}\n"
+        "  - {from: X, on: Go, to: Z}\n  - {from: Y, on: Go, to: W}\n")
+    (tmp_path / "swap-system.yaml").write_text(
+        "format: 1\nsystem: swap\ninstances:\n  m: {table: swap.yaml, count: 2}\n"
+        "environment:\n  'm[*]': [A, B, Go]\n")
+    monkeypatch.setattr(system_batched, "BATCH", 1)
+    system = load_system(tmp_path / "swap-system.yaml")
+    assert system_batched.batches(system, True) is not None
+    states = [[inst[0] for inst in config[0]] for config in assert_same(system, True).configs]
+    assert [1, 2] in states and [2, 3] in states and [0, 1] in states   # (X, Y), then (Y, Z) and (W, X), sorted
