@@ -84,6 +84,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/system/checks.py": ("tests/verify/test_system_checks.py", "tests/verify/test_system_steps.py",
                                 "tests/verify/test_system_checker.py", "tests/verify/test_system_verify.py",
                                 "tests/verify/test_system_limits.py"),
+    "verify/system/explore.py": ("tests/verify/test_system_steps.py", "tests/verify/test_system_limits.py",
+                                 "tests/verify/test_system_checker.py", "tests/verify/test_system_por.py"),
+    "verify/system/batched.py": ("tests/verify/test_system_levels.py", "tests/verify/test_system_steps.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

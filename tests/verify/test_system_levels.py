@@ -151,3 +151,107 @@ def test_batches_equal_the_scalar_loop_on_random_systems(data: st.DataObject, sy
             assert_same(system, symmetry)
         finally:
             system_batched.LEVEL_MIN, system_batched.LEVEL_LOW = saved
+
+
+def test_two_kinds_of_error_from_one_local_state_in_one_batch_are_both_found(tmp_path: Path, switch: None) -> None:
+    """The sink is ``Idle`` in both configurations of the second level, one with a ``Ring`` at the
+    head of its mailbox (taking it breaks a bound), the other with a ``Knock`` (two rows enabled):
+    the batch keeps the first configuration of each kind, not of each local state."""
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  GoRing: {}\n  GoKnock: {}\nactions:\n  Ping: {}\n  Pong: {}\n"
+        "transitions:\n  - {from: Ready, on: GoRing, to: Sent, emit: [Ping]}\n"
+        "  - {from: Ready, on: GoKnock, to: Sent, emit: [Pong]}\n")
+    (tmp_path / "sink.yaml").write_text(
+        "format: 1\nmachine: sink\nvariables:\n  n: {type: int, min: 0, max: 1, init: 0}\n"
+        "states:\n  Idle: {initial: true}\nevents:\n  Ring: {}\n  Knock: {}\n"
+        "transitions:\n  - {from: Idle, on: Ring, to: Idle, set: {n: n + 2}}\n"
+        "  - {from: Idle, on: Knock, to: Idle}\n  - {from: Idle, on: Knock, to: Idle, set: {n: 1}}\n")
+    (tmp_path / "errors-system.yaml").write_text(
+        "format: 1\nsystem: errors\ninstances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
+        "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
+        "  - {from: sender, action: Pong, to: sink, event: Knock}\nenvironment:\n  sender: [GoRing, GoKnock]\n")
+    system = load_system(tmp_path / "errors-system.yaml")
+    assert system_batched.batches(system, False) is not None
+    ex = assert_same(system, False)
+    assert {kind: node for kind, (node, _, _) in ex.step_findings.items()} == {"bounds": 1, "determinism": 2}
+
+
+@pytest.mark.parametrize("symmetry", [True, False], ids=["symmetry", "full"])
+def test_a_frontier_cut_into_several_batches_is_explored_the_same(tmp_path: Path, symmetry: bool, switch: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``BATCH`` bounds the rows of one batch: a wider frontier goes in several, in order, and the
+    numbering by first occurrence carries over from one to the next."""
+    monkeypatch.setattr(system_batched, "BATCH", 3)
+    assert_same(loom_system(2, tmp_path, CORNERS), symmetry)
+
+
+def test_deliveries_with_a_choice_of_target_keep_the_scalar_order(tmp_path: Path, switch: None) -> None:
+    """In one configuration the relay takes ``Go`` and rings either bell (two steps, one per choice)
+    and the door takes its ``Ring``: the successors are numbered in the scalar order, the relay's
+    two steps before the door's, not by choice first."""
+    (tmp_path / "starter.yaml").write_text(
+        "format: 1\nmachine: starter\nstates:\n  Ready: {initial: true}\n  Done: {final: true}\n"
+        "events:\n  Start: {}\nactions:\n  Go: {}\n  Poke: {}\n"
+        "transitions:\n  - {from: Ready, on: Start, to: Done, emit: [Go, Poke]}\n")
+    (tmp_path / "relay.yaml").write_text(
+        "format: 1\nmachine: relay\nstates:\n  Idle: {initial: true}\n  Sent: {final: true}\n"
+        "events:\n  Go: {}\nactions:\n  Ping: {}\ntransitions:\n  - {from: Idle, on: Go, to: Sent, emit: [Ping]}\n")
+    bell = ROOT / "tests" / "systems" / "bell.yaml"
+    (tmp_path / "relay-system.yaml").write_text(
+        f"format: 1\nsystem: relay\ninstances:\n  starter: {{table: starter.yaml}}\n  relay: {{table: relay.yaml}}\n"
+        f"  door: {{table: {bell}}}\n  bell: {{table: {bell}, count: 2}}\n"
+        "links:\n  - {from: starter, action: Go, to: relay, event: Go}\n"
+        "  - {from: starter, action: Poke, to: door, event: Ring}\n"
+        "  - {from: relay, action: Ping, to: 'bell[any]', event: Ring}\nenvironment:\n  starter: [Start]\n")
+    system = load_system(tmp_path / "relay-system.yaml")
+    assert system_batched.batches(system, False) is not None
+    ex = assert_same(system, False)
+    assert [ex.edges_label[k] for k in range(len(ex.edges_src)) if ex.edges_src[k] == 1] == [
+        ("deliver", 1, "Go", (), (3,)), ("deliver", 1, "Go", (), (4,)), ("deliver", 2, "Ring", (), ())]
+
+
+@pytest.mark.parametrize(("top", "arrays"), [(16383, True), (32767, False)], ids=["63-bits", "64-bits"])
+def test_a_group_whose_members_sort_keys_pass_63_bits_is_left_to_the_scalar_loop(
+        tmp_path: Path, top: int, arrays: bool, switch: None) -> None:
+    """Under symmetry a member's sort key is its local code (a counter of ``top + 1`` values: 14 or
+    15 bits), its 16 mailbox slots (4 messages: 3 bits each) and its stalled bit: 63 bits sort
+    exactly as int64s; 64 would put a member counted up to 16384 below one at 16383, so those
+    batches are not taken."""
+    (tmp_path / "counter.yaml").write_text(
+        f"format: 1\nmachine: counter\nvariables:\n  n: {{type: int, min: 0, max: {top}, init: 16382}}\n"
+        "states:\n  On: {initial: true}\nevents:\n  Up: {}\n  Ring: {params: {v: {type: int, min: 0, max: 3}}}\n"
+        f"transitions:\n  - {{from: On, on: Up, to: On, when: n < {min(top, 16384)}, set: {{n: n + 1}}}}\n")
+    (tmp_path / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\nevents:\n  Go: {}\n"
+        "actions:\n  Ping: {params: {v: {type: int, min: 0, max: 3}}}\n"
+        "transitions:\n  - {from: Ready, on: Go, to: Ready, emit: [{action: Ping, args: {v: 0}}]}\n")
+    (tmp_path / "counters-system.yaml").write_text(
+        "format: 1\nsystem: counters\ninstances:\n  sender: {table: sender.yaml}\n"
+        "  counter: {table: counter.yaml, count: 2, mailbox: 16}\n"
+        "links:\n  - {from: sender, action: Ping, to: 'counter[*]', event: Ring, params: {v: v}}\n"
+        "environment:\n  'counter[*]': [Up]\n")
+    system = load_system(tmp_path / "counters-system.yaml")
+    assert (system_batched.batches(system, True) is not None) is arrays
+    ex = assert_same(system, True)
+    assert len(ex.configs) == (3 if arrays else 6)   # each counter at 16382 to 16383, or to 16384
+
+
+def test_a_batch_whose_every_successor_needs_its_members_swapped_is_sorted(tmp_path: Path, switch: None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two members in ``X`` and ``Y`` (states in the order W, X, Y, Z): one steps up to ``Z``, the
+    other down to ``W``, so each successor has its members out of order; with a batch of one
+    configuration, no successor of that batch is in order before the sort."""
+    (tmp_path / "swap.yaml").write_text(
+        "format: 1\nmachine: swap\nstates:\n  W: {}\n  X: {}\n  Y: {}\n  Z: {}\n  I: {initial: true}\n"
+        "events:\n  A: {}\n  B: {}\n  Go: {}\n"
+        "transitions:\n  - {from: I, on: A, to: X}\n  - {from: I, on: B, to: Y}\n"
+        "  - {from: X, on: Go, to: Z}\n  - {from: Y, on: Go, to: W}\n")
+    (tmp_path / "swap-system.yaml").write_text(
+        "format: 1\nsystem: swap\ninstances:\n  m: {table: swap.yaml, count: 2}\n"
+        "environment:\n  'm[*]': [A, B, Go]\n")
+    monkeypatch.setattr(system_batched, "BATCH", 1)
+    system = load_system(tmp_path / "swap-system.yaml")
+    assert system_batched.batches(system, True) is not None
+    states = [[inst[0] for inst in config[0]] for config in assert_same(system, True).configs]
+    assert [1, 2] in states and [2, 3] in states and [0, 1] in states   # (X, Y), then (Y, Z) and (W, X), sorted

@@ -31,8 +31,11 @@ def level_min(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 
 def checks(name: str, reduction: bool = False) -> dict[str, SysCheck]:
+    """The checks of a fixture system, explored with a limit: each has a few dozen configurations at
+    most, so an exploration that finds more is wrong, and fails here rather than run on."""
     system = load_system(FIXTURES / f"{name}.yaml")
-    return {(c.name or c.kind): c for c in run_system_checks(explore_system(system, reduction=reduction)).checks}
+    ex = explore_system(system, reduction=reduction, limit=100)
+    return {(c.name or c.kind): c for c in run_system_checks(ex).checks}
 
 
 def test_a_tick_that_returns_to_the_same_configuration_is_a_step(level_min: None) -> None:
@@ -183,8 +186,9 @@ def test_a_search_to_a_depth_expands_only_the_configurations_that_deep(tmp_path:
     assert ex.out_degree == [1, 1]
 
 
-def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_path: Path) -> None:
-    """``Ring(1)`` rejected, ``Knock`` (no parameters: no parentheses) dropped by a full mailbox."""
+def full_mailbox(tmp_path: Path) -> System:
+    """A sender that sends ``Ring(1)`` and ``Knock`` to a sink whose mailbox holds one message, and
+    which rejects ``Ring`` in ``Idle``."""
     (tmp_path / "sender.yaml").write_text(
         "format: 1\nmachine: sender\nstates:\n  Ready: {initial: true}\n  Sent: {final: true}\n"
         "events:\n  Go: {}\nactions:\n  Ping: {params: {v: {type: int, min: 0, max: 1}}}\n  Pong: {}\n"
@@ -198,13 +202,28 @@ def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_pa
         "instances:\n  sender: {table: sender.yaml}\n  sink: {table: sink.yaml}\n"
         "links:\n  - {from: sender, action: Ping, to: sink, event: Ring}\n"
         "  - {from: sender, action: Pong, to: sink, event: Knock}\nenvironment:\n  sender: [Go]\n")
-    system = load_system(tmp_path / "full-system.yaml")
+    return load_system(tmp_path / "full-system.yaml")
+
+
+def test_a_findings_message_names_the_message_with_its_parameters_or_none(tmp_path: Path) -> None:
+    """``Ring(1)`` rejected, ``Knock`` (no parameters: no parentheses) dropped by a full mailbox."""
+    system = full_mailbox(tmp_path)
     stepper = Stepper(system)
     [(_, sent, went)] = stepper.successors(initial_config(system))
     assert [f.message for f in went.findings] == [
         "sink's mailbox (capacity 1) is full: Knock from sender is dropped"]
     [(_, _, taken)] = stepper.successors(sent)
     assert [f.message for f in taken.findings] == ["sink rejects Ring(1) in Idle"]
+
+
+def test_an_exploration_keeps_the_first_finding_of_each_kind_with_its_step(tmp_path: Path, level_min: None) -> None:
+    """Each kind's first finding, the configuration it was found in and the step, whether the
+    scalar loop or the batches found it (they take it from the scalar step, word for word)."""
+    ex = explore_system(full_mailbox(tmp_path))
+    assert {kind: (node, label, finding.message) for kind, (node, label, finding) in ex.step_findings.items()} == {
+        "mailbox-overflow": (0, ("env", 0, "Go", (), ()),
+                             "sink's mailbox (capacity 1) is full: Knock from sender is dropped"),
+        "unhandled-message": (1, ("deliver", 1, "Ring", (1,), ()), "sink rejects Ring(1) in Idle")}
 
 
 def test_a_frontier_as_wide_as_the_threshold_goes_a_batch_at_a_time(tmp_path: Path,
@@ -215,3 +234,13 @@ def test_a_frontier_as_wide_as_the_threshold_goes_a_batch_at_a_time(tmp_path: Pa
     runs = batch_runs(monkeypatch)
     explore_system(chain(tmp_path))
     assert runs
+
+
+def test_a_walk_up_the_parents_that_loops_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """The parents lead each configuration back to the initial one; parents that loop (a corrupted
+    exploration) end the walk after one step per configuration, with an error."""
+    ex = explore_system(chain(tmp_path))
+    assert ex.path_to(3) == [0, 1, 2, 3]
+    ex.parent[1] = 2
+    with pytest.raises(ValueError, match="the parents of configuration 3 loop"):
+        ex.path_to(3)

@@ -49,10 +49,14 @@ class SystemExploration:
     seconds: float = 0.0
 
     def path_to(self, node: int) -> list[int]:
+        """The configurations from the initial one to ``node``. The walk up the parents takes at
+        most one step per configuration, so parents that loop are an error, never a hang."""
         path = [node]
-        while self.parent[path[-1]] >= 0:
+        for _ in self.parent:
+            if self.parent[path[-1]] < 0:
+                return path[::-1]
             path.append(self.parent[path[-1]])
-        return path[::-1]
+        raise ValueError(f"the parents of configuration {node} loop")
 
 
 def explore_system(system: System, symmetry: bool = True, limit: int | None = None,
