@@ -84,6 +84,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/system/checks.py": ("tests/verify/test_system_checks.py", "tests/verify/test_system_steps.py",
                                 "tests/verify/test_system_checker.py", "tests/verify/test_system_verify.py",
                                 "tests/verify/test_system_limits.py"),
+    "verify/table/intervals.py": ("tests/verify/test_verify_interval_plans.py",
+                                  "tests/verify/test_verify_intervals.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
