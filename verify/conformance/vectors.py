@@ -119,7 +119,7 @@ class Vectors(Sequence[Vector]):
             start, stop, stride = index.indices(len(self))
             if stride == 1:
                 return list(self.span(start, stop))
-            return list(itertools.islice(self, start, stop, stride))
+            return [self[i] for i in range(start, stop, stride)]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
