@@ -87,6 +87,10 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/system/explore.py": ("tests/verify/test_system_steps.py", "tests/verify/test_system_limits.py",
                                  "tests/verify/test_system_checker.py", "tests/verify/test_system_por.py"),
     "verify/system/batched.py": ("tests/verify/test_system_levels.py", "tests/verify/test_system_steps.py"),
+    "verify/table/intervals.py": ("tests/verify/test_verify_interval_plans.py",
+                                  "tests/verify/test_verify_intervals.py"),
+    "verify/conformance/vectors.py": ("tests/verify/test_conformance_vectors_edges.py",
+                                      "tests/verify/test_conformance_vectors.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

@@ -119,7 +119,7 @@ class Vectors(Sequence[Vector]):
             start, stop, stride = index.indices(len(self))
             if stride == 1:
                 return list(self.span(start, stop))
-            return list(itertools.islice(self, start, stop, stride))
+            return [self[i] for i in range(start, stop, stride)]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
@@ -258,11 +258,11 @@ def _walks(table: Table, out: _Collector, count: int, seed: int, length: int) ->
     for w in range(1, count + 1):
         state, values = table.initial.index, table.initial_vars()
         walk: list[Label] = []
-        while len(walk) < length:
+        for n in range(length):   # bounded by its count, not by the walk it grows
             options = []
             for label in labels:
                 result = _step(table, state, values, label)
-                if result is not None and (not table.states[result.state].final or len(walk) == length - 1):
+                if result is not None and (not table.states[result.state].final or n == length - 1):
                     options.append((label, result))
             if not options:
                 break

@@ -50,7 +50,8 @@ class Fold:
 def fold(table: Table, packing: Packing, rows: tuple[Row, ...], params: tuple[Value, ...],
          slots: set[int]) -> Fold | None:
     """The variable among ``slots`` (those the rows read) whose intervals merge the most
-    values, or ``None`` when none can be keyed by interval."""
+    values (the first of equals), or ``None`` when none can be keyed by interval or merges
+    any value."""
     if any(table.states[table.state_index[row.target]].transient for row in rows):
         return None
     best: Fold | None = None
