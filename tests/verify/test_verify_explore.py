@@ -103,3 +103,33 @@ def test_depth_by_levels_is_the_length_of_the_shortest_path(table: Table, data: 
 def test_a_grown_loom_reaches_the_depth_of_its_deepest_configuration() -> None:
     ex = explore(load_table(SPEC / "loom-agent.yaml", {"max_retries": 300, "max_tools": 2}))
     assert ex.reached == (ex.count, ex.transitions, max(len(ex.path(i)) for i in range(ex.count)))
+
+
+EMITTED_ONLY = b"""format: 1
+machine: emit
+variables:
+  n: {type: int, min: 0, max: 12, init: 0}
+states:
+  A: {initial: true}
+events:
+  Up: {}
+  Ping: {}
+actions:
+  Tell: {params: {v: {type: int, min: 0, max: 9}}}
+transitions:
+  - {from: A, on: Up, when: n < 12, to: A, set: {n: n + 1}}
+  - {from: A, on: Ping, to: A, emit: [{action: Tell, args: {v: n}}]}
+"""
+
+
+@pytest.mark.parametrize("level_min", [None, 1], ids=["scalar", "batches"])
+def test_a_variable_only_an_emitted_argument_reads_keys_the_memo(level_min: int | None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Ping`` reads ``n`` only through ``Tell``'s argument: its outcome at n = 0 (an edge)
+    must not stand for n = 10, where ``Tell(v: 10)`` is past ``v``'s range (a bounds error)."""
+    monkeypatch.setattr(explore_module, "LEVEL_MIN", level_min)
+    table = load_table_bytes(EMITTED_ONLY, "emit.yaml")
+    ex = explore(table)
+    assert [(e.kind, ex.config(e.config)[1]) for e in ex.errors] == [("bounds", (10,))]
+    assert ex.error_count == 3
+    assert_agrees_with_step(table)

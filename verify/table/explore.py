@@ -182,7 +182,8 @@ def var_slots(expr: Expr | None) -> set[int]:
 
 
 def reads(table: Table, rows: Iterable[Row]) -> set[int]:
-    """Variables a step through ``rows`` may read, following transient targets."""
+    """Variables a step through ``rows`` may read (guards, updates and emitted arguments,
+    which ``step`` range-checks), following transient targets."""
     slots: set[int] = set()
     todo, seen = list(rows), set()
     while todo:
@@ -193,6 +194,9 @@ def reads(table: Table, rows: Iterable[Row]) -> set[int]:
         slots |= var_slots(row.guard)
         for update in row.updates:
             slots |= var_slots(update.expr)
+        for args in row.emit_args:
+            for argument in args:
+                slots |= var_slots(argument.expr)
         target = table.state_index[row.target]
         if table.states[target].transient:
             todo.extend(table.eventless_rows.get(target, ()))
