@@ -91,6 +91,7 @@ TESTS: dict[str, tuple[str, ...]] = {
                                   "tests/verify/test_verify_intervals.py"),
     "verify/conformance/vectors.py": ("tests/verify/test_conformance_vectors_edges.py",
                                       "tests/verify/test_conformance_vectors.py"),
+    "verify/table/ahead.py": ("tests/verify/test_verify_ahead.py",),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

@@ -182,7 +182,21 @@ def test_a_guess_is_the_upper_half_repeated_to_the_end_of_its_interval() -> None
     got = ahead.guess(prefix, code(0, 0), 2, 15, classes, 1000)
     assert sorted(got.tolist()) == sorted(code(r, v) for r in (1, 2) for v in range(4, 9))
     assert len(ahead.guess(prefix, code(0, 0), 2, 15, classes, 5)) == 4   # the budget, in whole values
+    assert not len(ahead.guess(prefix, code(0, 0), 2, 15, classes, 0))
     assert not len(ahead.guess(prefix[:2], code(0, 0), 2, 15, classes, 1000))   # not moved past its start
+    newest = np.append(prefix, code(3, 6))   # a rest only the newest value holds is not repeated
+    assert sorted(ahead.guess(newest, code(0, 0), 2, 15, classes, 1000).tolist()) == sorted(got.tolist())
+    gap = np.array([code(0, 0), code(1, 1), code(2, 5), code(1, 6)], dtype=np.int64)   # nothing at value 4, ...
+    split = np.array([0] * 5 + [1] * 11, dtype=np.int64)   # ... whose interval ends there: nothing to repeat
+    assert not len(ahead.guess(gap, code(0, 0), 2, 15, split, 1000))
+    last = np.array([0] * 15 + [1], dtype=np.int64)   # the prefix reaches the last value, an interval of its own
+    upto = np.array([code(0, 0), *(code(1, v) for v in range(1, 16))], dtype=np.int64)
+    assert sorted(ahead.guess(upto, code(0, 0), 2, 15, last, 1000).tolist()) == [code(1, v) for v in range(8, 15)]
+
+
+def test_intervals_are_the_common_refinement_of_the_folds() -> None:
+    assert ahead.interval_of(6, [(0, 0, 1, 1, 2, 2, 9)]).tolist() == [0, 0, 1, 1, 2, 2]
+    assert ahead.interval_of(6, [(0, 0, 1, 1, 2, 2), (5, 6, 6, 6, 6, 7)]).tolist() == [0, 1, 2, 2, 3, 4]
 
 
 def test_parents_are_read_off_a_breadth_first_numbering_and_refuse_any_other() -> None:
@@ -190,6 +204,8 @@ def test_parents_are_read_off_a_breadth_first_numbering_and_refuse_any_other() -
     labels = np.array([5, 6, 7, 8], dtype=np.int32)
     parent, label = ahead.parents(offsets, np.array([1, 2, 3, 0], dtype=np.int64), labels)
     assert (parent.tolist(), label.tolist()) == ([-1, 0, 0, 1], [-1, 5, 6, 7])
+    loop = ahead.parents(np.array([0, 2, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64), labels[:2])
+    assert [x.tolist() for x in loop] == [[-1, 0], [-1, 6]]   # a first edge back to 0 meets nothing new
     with pytest.raises(AssertionError):   # 2 met before 1
         ahead.parents(offsets, np.array([2, 1, 3, 0], dtype=np.int64), labels)
     with pytest.raises(AssertionError):   # 3 met from 3 itself, never from an earlier one

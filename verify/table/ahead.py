@@ -46,9 +46,9 @@ def guess(prefix: Ints, initial: int, shift: int, mask: int, classes: Ints, budg
     start = (initial >> shift) & mask
     top = int(values.max())
     low = (start + top) // 2 + 1
-    if low >= top or budget <= 0:
+    if low >= top:   # nothing below the newest value (and ``classes[low]`` may not exist)
         return np.empty(0, dtype=np.int64)
-    same = (values >= low) & (values < top) & (classes[np.minimum(values, len(classes) - 1)] == classes[low])
+    same = (values >= low) & (values < top) & (classes[values] == classes[low])   # a code's field is in range
     rests = np.unique(prefix[same] & ~(mask << shift))
     if not len(rests):
         return np.empty(0, dtype=np.int64)
