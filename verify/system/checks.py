@@ -20,7 +20,7 @@ from agentfsm.spec.system_trace import Label, SystemTrace
 from agentfsm.verify.system.explore import SystemExploration
 from agentfsm.verify.system.paths import concrete_path, replay
 from agentfsm.verify.system.step import Config, Stepper, canonicalizer, initial_config
-from agentfsm.verify.table.graph import connected_components, csr_matrix
+from agentfsm.verify.table.sparse import connected_components, csr_matrix
 
 STEP_KINDS = ("determinism", "bounds", "transient", "unhandled-message", "mailbox-overflow")
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from agentfsm.verify.table.sparse import breadth_first_order, matrix
 
 Ints = npt.NDArray[np.int64]
 
@@ -73,18 +74,12 @@ def interval_of(size: int, folds: list[tuple[int, ...]]) -> Ints:
 
 def bfs_order(offsets: Ints, targets: Ints) -> Ints:
     """The configurations reachable from configuration 0 in breadth-first order, each one's
-    edges taken in CSR order, as the explorer takes them (scipy's search, imported on first
-    use as ``graph`` does: it appends a node's unseen targets in the order of its row)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-
-    n = len(offsets) - 1
-    small = max(n, len(targets)) < 1 << 31
-    kind = np.int32 if small else np.int64
-    # float64 weights as the routine takes them: converting others (int8) sorts each row's indices
-    matrix = csr_matrix((np.ones(len(targets)), targets.astype(kind), offsets.astype(kind)), shape=(n, n))
-    order: Ints = breadth_first_order(matrix, 0, directed=True, return_predecessors=False).astype(np.int64)
-    return order
+    edges taken in CSR order, as the explorer takes them (scipy's search appends a node's
+    unseen targets in the order of its row)."""
+    order = breadth_first_order(matrix(len(offsets) - 1, offsets, targets), 0, directed=True,
+                                return_predecessors=False)
+    found: Ints = order.astype(np.int64)
+    return found
 
 
 def parents(offsets: Ints, targets: Ints, labels: npt.NDArray[Any]) -> tuple[Ints, Ints]:

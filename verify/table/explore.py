@@ -530,14 +530,10 @@ def _ahead(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[lis
             if ex.kept_edges or name not in ("edge_label", "edge_target"):
                 batched.extend(typed, values)
             setattr(ex, name, typed)
-            del values
     else:   # explore again in that order: tallies and errors of the reachable configurations alone
         del closed, offsets, targets
         _again(ex, plans, unhandled_labels, codes)
-    depth, j = 0, ex.count - 1
-    while j > 0:   # the last configuration is a deepest
-        j, depth = ex.parent[j], depth + 1
-    ex.reached = (ex.count, ex.transitions, depth)
+    ex.reached = (ex.count, ex.transitions, len(ex.path(ex.count - 1)))   # the last configuration is a deepest
     if progress is not None:
         progress(ex.count)
     return True
@@ -549,8 +545,8 @@ def _again(ex: Exploration, plans: list[list[_Plan]], unhandled_labels: list[lis
     ex.errors, ex.error_count, ex._seen_errors = [], 0, set()
     ex.row_fires = dict.fromkeys(ex.row_fires, 0)
     ex.unhandled = {}
-    graph = batched.Graph(array("q", codes.tobytes()), array("q"), array("q"), array("q", [0]), array("i"),
-                          array("q"), array("q"))
+    graph = batched.Graph(array("q"), array("q"), array("q"), array("q", [0]), array("i"), array("q"), array("q"))
+    batched.extend(graph.codes, codes)
     visited = batched.visited_set(ex.packing, graph)
     batched.run(_levels(ex, plans, unhandled_labels), 0, graph, visited, lambda *_: None, 0, True)
     if len(graph.codes) != len(codes):

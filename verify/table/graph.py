@@ -6,10 +6,8 @@ the exploration itself. These passes hand the ``offsets``/``edge_target``/``edge
 arrays to numpy and scipy's sparse graph routines (C loops): a breadth-first search of
 the reversed graph for ``always-reachable``, strongly connected components of the
 allowed-event subgraph for ``no-cycle-within``. Only the counterexample (the shortest
-cycle inside one component) is walked in Python. scipy is imported on a routine's first
-call (``csr_matrix``, ``breadth_first_order``, ``connected_components`` below): its import
-costs about half a CPU-second, more than checking a wide table whose checks need none of
-it. The dead ends (``deadlock``) need no
+cycle inside one component) is walked in Python; scipy is imported on a routine's first
+call (``sparse``). The dead ends (``deadlock``) need no
 edges at all: the offsets give each configuration's degree, and only the configurations
 with a stutter edge are looked at again.
 """
@@ -24,33 +22,13 @@ import numpy as np
 import numpy.typing as npt
 from agentfsm.verify.table import columns
 from agentfsm.verify.table.explore import Exploration
+from agentfsm.verify.table.sparse import breadth_first_order, connected_components, matrix
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
 Node = TypeVar("Node", bound=Hashable)
 Edge = TypeVar("Edge")
-
-
-def csr_matrix(*args: Any, **kwargs: Any) -> Any:
-    """scipy.sparse.csr_matrix, imported on first use."""
-    from scipy.sparse import csr_matrix as make
-
-    return make(*args, **kwargs)
-
-
-def breadth_first_order(*args: Any, **kwargs: Any) -> Any:
-    """scipy.sparse.csgraph.breadth_first_order, imported on first use."""
-    from scipy.sparse.csgraph import breadth_first_order as order
-
-    return order(*args, **kwargs)
-
-
-def connected_components(*args: Any, **kwargs: Any) -> Any:
-    """scipy.sparse.csgraph.connected_components, imported on first use."""
-    from scipy.sparse.csgraph import connected_components as components
-
-    return components(*args, **kwargs)
 
 
 def path_back(parent: Mapping[Node, tuple[Node, Edge] | None], node: Node) -> list[Edge]:
@@ -112,62 +90,46 @@ def state_counts(ex: Exploration) -> Ints:
     return counts
 
 
-def _matrix(n: int, offsets: npt.NDArray[Any], targets: npt.NDArray[Any], weights: npt.NDArray[Any]) -> Any:
-    """An n×n adjacency matrix over the CSR arrays, in the form scipy's graph routines take
-    without copying: int32 indices (or the constructor scans int64 ones to prove they fit)
-    and float64 weights (or each routine converts them). The weights themselves are unused."""
-    if max(n, len(targets)) < 1 << 31:
-        offsets, targets = offsets.astype(np.int32, copy=False), targets.astype(np.int32, copy=False)
-    return csr_matrix((weights[: len(targets)], targets, offsets), shape=(n, n))
-
-
-def _weights(ex: Exploration) -> npt.NDArray[np.float64]:
-    """Unit weights for every matrix over this exploration: one value read as many times as
-    there can be edges (a view of stride 0), so no memory at all; scipy's searches take the
-    weights without reading them. Fresh ones for each matrix cost more than the searches."""
-    return np.broadcast_to(np.float64(1.0), (ex.transitions + ex.count + 1,))
-
-
 def can_reach(ex: Exploration, goal: Bools) -> Bools:
     """For every configuration: True if some configuration with ``goal`` is reachable from it
     (the reversed graph is made once per exploration: ``always-reachable`` properties share it)."""
     reverse = ex.columns.get("reverse")
     if reverse is None:
         offsets, targets, _ = csr(ex)
-        reverse = ex.columns["reverse"] = reversed_matrix(ex, offsets, targets)
-    return reached_back(ex, reverse, goal)
+        reverse = ex.columns["reverse"] = reversed_matrix(offsets, targets)
+    return reached_back(reverse, goal)
 
 
-def reversed_matrix(ex: Exploration, offsets: Ints, targets: Ints) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+def reversed_matrix(offsets: Ints, targets: Ints) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     """The CSR graph ``(offsets, targets)`` reversed, as its ``(indptr, indices)``: the
     matrix's weights, as many as the edges, are never read, so they are not kept."""
-    reverse = _matrix(len(offsets) - 1, offsets, targets, _weights(ex)).T.tocsr()
+    reverse = matrix(len(offsets) - 1, offsets, targets).T.tocsr()
     return reverse.indptr, reverse.indices
 
 
-def reached_back(ex: Exploration, reverse: tuple[npt.NDArray[Any], npt.NDArray[Any]], goal: Bools) -> Bools:
+def reached_back(reverse: tuple[npt.NDArray[Any], npt.NDArray[Any]], goal: Bools) -> Bools:
     """The nodes from which some ``goal`` node is reachable, given the graph ``reverse``d: a
     breadth-first search of it from a virtual node ``n`` whose edges lead to every goal node."""
     n = len(goal)
     goals = np.flatnonzero(goal)
     indptr = np.append(reverse[0], reverse[0][-1] + len(goals))
     indices = np.concatenate((reverse[1], goals))
-    reached = breadth_first_order(_matrix(n + 1, indptr, indices, _weights(ex)), n, directed=True,
+    reached = breadth_first_order(matrix(n + 1, indptr, indices), n, directed=True,
                                   return_predecessors=False)
     marked = np.zeros(n + 1, dtype=np.bool_)
     marked[reached] = True
     return marked[:n]
 
 
-def kept_matrix(ex: Exploration, offsets: Ints, targets: Ints, keep: Bools) -> Any:
+def kept_matrix(offsets: Ints, targets: Ints, keep: Bools) -> Any:
     """The matrix of the edges ``keep`` marks in the CSR graph ``(offsets, targets)``, read as
     they are (no coordinates to sort), duplicates summed: scipy's strong components loop
     forever on duplicate edges (two events, one target)."""
     kept = np.concatenate(([0], np.cumsum(keep, dtype=np.int64)))[offsets]
-    matrix = _matrix(len(offsets) - 1, kept, targets[keep], _weights(ex))
-    matrix.data = np.ones(matrix.nnz)   # summing writes to them
-    matrix.sum_duplicates()
-    return matrix
+    kept_edges = matrix(len(offsets) - 1, kept, targets[keep])
+    kept_edges.data = np.ones(kept_edges.nnz)   # summing writes to them
+    kept_edges.sum_duplicates()
+    return kept_edges
 
 
 def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]] | None:
@@ -181,7 +143,7 @@ def find_cycle(ex: Exploration, allowed: Sequence[bool]) -> tuple[int, list[int]
     offsets, targets, labels = csr(ex)
     keep = np.asarray(allowed, dtype=np.bool_)[labels]
     keep[np.frombuffer(ex.stutter, dtype=np.longlong)] = False   # an ignored event is no progress
-    subgraph = kept_matrix(ex, offsets, targets, keep)
+    subgraph = kept_matrix(offsets, targets, keep)
     count, component = connected_components(subgraph, directed=True, connection="strong")
     cyclic = np.bincount(component, minlength=count) > 1
     sources = np.repeat(np.arange(n, dtype=np.int64), np.diff(subgraph.indptr))

@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 from agentfsm.verify.table import regions
 from agentfsm.verify.table.explore import Exploration
-from agentfsm.verify.table.graph import connected_components, kept_matrix, reached_back, reversed_matrix
+from agentfsm.verify.table.graph import kept_matrix, reached_back, reversed_matrix
+from agentfsm.verify.table.sparse import connected_components
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -101,7 +102,7 @@ def _fair(ex: Exploration, part: regions.Region) -> Ints:
     while alive.any():
         inside = alive[part.sources] & alive[part.targets]
         s, t, ev = part.sources[inside], part.targets[inside], events[inside]
-        count, comp = connected_components(kept_matrix(ex, part.offsets, part.targets, inside), directed=True,
+        count, comp = connected_components(kept_matrix(part.offsets, part.targets, inside), directed=True,
                                            connection="strong")
         internal = comp[s] == comp[t]
         size = np.bincount(comp[alive], minlength=count)
@@ -152,7 +153,7 @@ def avoiders(ex: Exploration, avoid: Bools) -> tuple[Bools, Bools, Ints]:
     part = regions.region(g.offsets, g.targets, avoid)
     fair = _fair(ex, part)
     ends = (part.degree == 0) | (fair >= 0)
-    escapes = reached_back(ex, reversed_matrix(ex, part.offsets, part.targets), ends)
+    escapes = reached_back(reversed_matrix(part.offsets, part.targets), ends)
     found = part.spread(escapes, False, n), part.spread(ends, False, n), part.spread(fair, -1, n)
     ex.columns["avoiders"] = (avoid, found)
     return found
