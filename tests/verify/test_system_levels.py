@@ -255,3 +255,68 @@ def test_a_batch_whose_every_successor_needs_its_members_swapped_is_sorted(tmp_p
     assert system_batched.batches(system, True) is not None
     states = [[inst[0] for inst in config[0]] for config in assert_same(system, True).configs]
     assert [1, 2] in states and [2, 3] in states and [0, 1] in states   # (X, Y), then (Y, Z) and (W, X), sorted
+
+
+def sender_and_sink(tmp_path: Path, top: int) -> System:
+    """One link whose action carries ``v`` in 0..top: top + 1 possible messages."""
+    (tmp_path / "talker.yaml").write_text(
+        "format: 1\nmachine: talker\nstates:\n  Ready: {initial: true}\n  Said: {final: true}\n"
+        f"events:\n  Talk: {{}}\nactions:\n  Say:\n    params: {{v: {{type: int, min: 0, max: {top}}}}}\n"
+        "transitions:\n  - {from: Ready, on: Talk, to: Said, emit: [{action: Say, args: {v: 0}}]}\n")
+    (tmp_path / "ear.yaml").write_text(
+        "format: 1\nmachine: ear\nstates:\n  Idle: {initial: true}\n"
+        f"events:\n  Hear:\n    params: {{v: {{type: int, min: 0, max: {top}}}}}\n"
+        "transitions:\n  - {from: Idle, on: Hear, to: Idle}\n")
+    (tmp_path / "talk-system.yaml").write_text(
+        "format: 1\nsystem: talk\ninstances:\n  talker: {table: talker.yaml}\n  ear: {table: ear.yaml}\n"
+        "links:\n  - {from: talker, action: Say, to: ear, event: Hear}\nenvironment:\n  talker: [Talk]\n")
+    return load_system(tmp_path / "talk-system.yaml")
+
+
+@pytest.mark.parametrize(("top", "arrays"), [(32767, True), (32768, False)], ids=["32768", "32769"])
+def test_up_to_32768_possible_messages_the_batches_take_the_system(tmp_path: Path, top: int, arrays: bool) -> None:
+    """The documented limit (docs/verifier.md): a system with more than 32,768 possible linked
+    messages is left to the scalar loop; one with exactly 32,768 is not."""
+    system = sender_and_sink(tmp_path, top)
+    found = system_rows.messages(system)
+    assert (found is not None) == arrays
+    if found is not None:
+        assert found == [("Hear", (v,)) for v in range(top + 1)]
+    assert (system_batched.batches(system, False) is not None) == arrays
+
+
+def test_variables_not_from_zero_and_booleans_decode_as_the_scalar_loop_has_them(tmp_path: Path,
+                                                                                 switch: None) -> None:
+    """A level in 3..6 and a lamp (a boolean) in a linked instance: the rows hold codes from 0, and
+    decode back to the same values, of the same types (True, not 1), as the scalar loop's."""
+    (tmp_path / "pusher.yaml").write_text(
+        "format: 1\nmachine: pusher\nvariables:\n  left: {type: int, min: 0, max: 3, init: 3}\n"
+        "states:\n  Ready: {initial: true}\nevents:\n  Push: {}\nactions:\n  Bump: {}\n"
+        "transitions:\n  - {from: Ready, on: Push, to: Ready, when: left > 0, set: {left: left - 1}, emit: [Bump]}\n")
+    (tmp_path / "meter.yaml").write_text(
+        "format: 1\nmachine: meter\nvariables:\n  level: {type: int, min: 3, max: 6, init: 3}\n"
+        "  lit: {type: bool, init: false}\nstates:\n  On: {initial: true}\nevents:\n  Bump: {}\n"
+        "transitions:\n  - {from: On, on: Bump, to: On, set: {level: level + 1, lit: not lit}}\n")
+    (tmp_path / "meter-system.yaml").write_text(
+        "format: 1\nsystem: meter\ninstances:\n  pusher: {table: pusher.yaml}\n  meter: {table: meter.yaml}\n"
+        "mailbox: {capacity: 2}\nlinks:\n  - {from: pusher, action: Bump, to: meter, event: Bump}\n"
+        "environment:\n  pusher: [Push]\n")
+    system = load_system(tmp_path / "meter-system.yaml")
+    assert system_batched.batches(system, False) is not None
+    ex = assert_same(system, False)
+    assert repr(shape(ex)) == repr(shape(scalar(system, False)))
+    assert {conf[0][1][1] for conf in ex.configs} == {(level, level % 2 == 0) for level in range(3, 7)}
+
+
+def test_exactly_two_to_the_prefix_bits_prefixes_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 6-bit key words and 2-bit prefix numbers the crash race's keys chain over two words
+    whose leading one takes exactly 4 distinct values: numbers 0 to 3 hold them all, so the batches
+    explore it (the same as the scalar loop) rather than stop at an overflow one prefix early."""
+    system = load_system(ROOT / "tests" / "systems" / "crash-race-system.yaml")
+    monkeypatch.setattr(system_batched, "LEVEL_MIN", 0)
+    monkeypatch.setattr(system_batched, "LEVEL_LOW", 1)
+    monkeypatch.setattr(system_rows, "WORD", 6)
+    monkeypatch.setattr(system_rows, "PREFIX", 2)
+    made = system_batched.batches(system, False)
+    assert made is not None and len(made.levels.layout.words) == 2
+    assert_same(system, False)
