@@ -65,11 +65,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 
 def connect(path: str | Path, timeout: float = 30.0, same_thread: bool = True) -> sqlite3.Connection:
-    """A connection with the store's durability settings (also used by the benchmark's baseline)."""
+    """A connection with the store's durability settings (also used by the benchmark's baseline).
+    ``timeout`` is SQLite's busy timeout: how long a write waits for another's lock."""
     conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return conn
 
 
