@@ -323,11 +323,10 @@ def test_a_worker_with_a_second_connection_beats_for_the_whole_run_and_only_ther
         table: Table, store: PostgresStore, pg_url: str) -> None:
     submit(store, table, "r", plain("Tick", "Stop"))
     tool = Recorded()
-    with fresh_schema(pg_url):
-        beat = Beat(PostgresStore(pg_url, store.schema))
-        served = worker(store, table, tool, beat=beat)
-        assert served.serve_one()
-        beat.store.close()
+    beat = Beat(PostgresStore(pg_url, store.schema))
+    served = worker(store, table, tool, beat=beat)
+    assert served.serve_one()
+    beat.store.close()
     assert [j.status for j in store.jobs()] == ["done"]
     assert tool.calls == [("r/2/0", 1)], "one heartbeat, the second connection's"
     assert heartbeats("r") == 0
