@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from agentfsm.impl.stores import sqlite as store_module
 from agentfsm.impl.stores.journal import CREATED, STEP, Entry, JournalError, StoreFailed
 from agentfsm.impl.stores.leases import Lease, LeaseLost, RunHeld, owner_name
 from agentfsm.impl.stores.sqlite import SqliteStore, _Transaction, connect, retry_lock_races, what_failed
+from lease_owners import reaped_owner
 
 
 class FakeTime:
@@ -248,12 +247,6 @@ def test_a_log_without_damage_is_not_copied_aside(tmp_path: Path, log_checks: Lo
     store.close()
     assert store.log_damage is None and not Path(f"{path}-wal.damaged").exists()
 
-
-def reaped_owner() -> str:
-    """The owner name of a process of this host that has exited and been reaped."""
-    process = subprocess.Popen([sys.executable, "-c", "pass"])
-    process.wait()
-    return f"{owner_name().rpartition(':')[0]}:{process.pid}"
 
 
 def test_leases_count_their_tokens_up_from_1(tmp_path: Path, clock: FakeTime) -> None:
