@@ -92,6 +92,9 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/conformance/vectors.py": ("tests/verify/test_conformance_vectors_edges.py",
                                       "tests/verify/test_conformance_vectors.py"),
     "verify/table/ahead.py": ("tests/verify/test_verify_ahead.py",),
+    "impl/stores/sqlite.py": ("tests/impl/test_sqlite_store.py", "tests/impl/test_store_conformance.py"),
+    "impl/workers/worker.py": ("tests/impl/test_worker.py",),
+    "impl/stores/postgres.py": ("tests/impl/test_postgres_store.py", "tests/impl/test_store_conformance.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

@@ -169,7 +169,7 @@ def tool_factory(args: argparse.Namespace) -> ToolFactory:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    if args.concurrency < 1 or args.lease <= 0 or args.poll <= 0 or args.snapshot_every < 0:
+    if args.concurrency < 1 or not args.lease > 0 or not args.poll > 0 or args.snapshot_every < 0:  # NaN too
         raise BadInput("--concurrency must be 1 or more; --lease and --poll positive; --snapshot-every 0 or more")
     tables = {t.machine: t for t in load_tables(args.tables, args.overrides)}
     factory = tool_factory(args)

@@ -65,11 +65,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 
 def connect(path: str | Path, timeout: float = 30.0, same_thread: bool = True) -> sqlite3.Connection:
-    """A connection with the store's durability settings (also used by the benchmark's baseline)."""
+    """A connection with the store's durability settings (also used by the benchmark's baseline).
+    ``timeout`` is SQLite's busy timeout: how long a write waits for another's lock."""
     conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=same_thread)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
-    conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
     return conn
 
 
@@ -149,9 +149,9 @@ class SqliteStore(SqlJournal):
             self._counted = True
         try:
             retry_lock_races(self._migrate, timeout)
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise self._open_failed(exc) from None
+        except BaseException as exc:
+            self.close()  # a refused file keeps no connection, nor this process's claim on its log
+            raise (self._open_failed(exc) if isinstance(exc, sqlite3.DatabaseError) else exc) from None
 
     def _open_failed(self, exc: sqlite3.DatabaseError) -> JournalError:
         """Why opening failed: a file that is not a database is not a journal store; anything
