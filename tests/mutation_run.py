@@ -95,6 +95,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "impl/stores/sqlite.py": ("tests/impl/test_sqlite_store.py", "tests/impl/test_store_conformance.py"),
     "impl/workers/worker.py": ("tests/impl/test_worker.py",),
     "impl/stores/postgres.py": ("tests/impl/test_postgres_store.py", "tests/impl/test_store_conformance.py"),
+    "verify/system/rows.py": ("tests/verify/test_system_levels.py", "tests/verify/test_system_steps.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
