@@ -261,3 +261,50 @@ def test_a_single_enabled_row_past_its_upper_bound_goes_to_the_fallback() -> Non
     ex = assert_same(load_table_bytes(OVERFLOW, "overflow.yaml"))
     assert [e.kind for e in ex.errors] == ["bounds"]
     assert ex.count == 4
+
+
+
+@pytest.mark.usefixtures("switch")
+@pytest.mark.parametrize("size", [1, 3])
+@pytest.mark.parametrize("table", [load_table_bytes(EMITTING, "emitting.yaml"), load_table(WIDE, {"n": 3})],
+                         ids=["emitting", "wide"])
+def test_where_a_batch_ends_changes_nothing(table: Table, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of one configuration, or of three, explore as the scalar loop does."""
+    monkeypatch.setattr(batched, "BATCH", size)
+    assert_same(table)
+
+
+CHAIN = b"""format: 1
+machine: chain
+variables:
+  n: {type: int, min: 0, max: 7, init: 0}
+states:
+  A: {initial: true}
+  T1: {transient: true}
+  T2: {transient: true}
+  T3: {transient: true}
+events:
+  Go: {}
+  Back: {}
+  Jump: {}
+transitions:
+  - {from: A, on: Go, when: n < 7, to: T1}
+  - {from: A, on: Back, when: n > 0, to: T3, set: {n: n - 1}}
+  - {from: A, on: Jump, when: n < 2, to: A, set: {n: n + 5}}
+  - {from: T1, to: T2, set: {n: n + 1}}
+  - {from: T2, when: n < 5, to: T3}
+  - {from: T2, when: n == 4 or n == 5, to: A}
+  - {from: T3, to: A}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+@pytest.mark.parametrize("longest", [0, 1, 2, 3])
+def test_transient_chains_longer_than_the_arrays_settle_go_to_the_fallback(longest: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of three eventless steps (T1, T2, T3) settled by the arrays up to ``longest``
+    steps, the rest by ``step``: the same exploration, and T2 stuck (n = 6) and with two
+    enabled rows (n = 4) are the scalar loop's errors."""
+    monkeypatch.setattr(batched, "MAX_CHAIN", longest)
+    ex = assert_same(load_table_bytes(CHAIN, "chain.yaml"))
+    assert [(e.kind, e.rows) for e in ex.errors] == [("transient", (1, 4)), ("transient", (5, 6))]
