@@ -308,3 +308,39 @@ def test_transient_chains_longer_than_the_arrays_settle_go_to_the_fallback(longe
     monkeypatch.setattr(batched, "MAX_CHAIN", longest)
     ex = assert_same(load_table_bytes(CHAIN, "chain.yaml"))
     assert [(e.kind, e.rows) for e in ex.errors] == [("transient", (1, 4)), ("transient", (5, 6))]
+
+
+PLAIN_CHAIN = b"""format: 1
+machine: plain_chain
+variables:
+  n: {type: int, min: 0, max: 9, init: 0}
+states:
+  A: {initial: true}
+  T1: {transient: true}
+  T2: {transient: true}
+events:
+  Go: {}
+transitions:
+  - {from: A, on: Go, when: n < 8, to: T1, set: {n: n + 1}}
+  - {from: T1, to: T2}
+  - {from: T2, when: n < 5, to: A}
+  - {from: T2, when: n >= 5, to: A, set: {n: n + 1}}
+"""
+
+
+def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One enabled eventless row at each step, values in range: the batches settle every chain
+    themselves and never call the fallback (``step``), with the scalar loop's exploration."""
+    for name, value in (("LEVEL_MIN", 0), ("LEVEL_LOW", 0), ("CHECK_EVERY", 1)):   # batches after the first
+        monkeypatch.setattr(explore_module, name, value)
+    calls: list[int] = []
+    slow = explore_module._slow
+
+    def counted(*args: object) -> int:
+        calls.append(1)
+        return slow(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(explore_module, "_slow", counted)
+    table = load_table_bytes(PLAIN_CHAIN, "plain.yaml")
+    assert_same_exploration(explore(table), scalar(table))
+    assert explore(table).count == 7 and not calls   # n = 0 to 4, 6, 8
