@@ -329,8 +329,10 @@ transitions:
 
 
 def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One enabled eventless row at each step, values in range: the batches settle every chain
-    themselves and never call the fallback (``step``), with the scalar loop's exploration."""
+    """One enabled eventless row at each step, values in range: the batches explore every
+    configuration after the first (which the scalar loop takes before it looks at the queue),
+    each once, settle every chain themselves and never call the fallback (``step``), with the
+    scalar loop's exploration."""
     for name, value in (("LEVEL_MIN", 0), ("LEVEL_LOW", 0), ("CHECK_EVERY", 1)):   # batches after the first
         monkeypatch.setattr(explore_module, name, value)
     calls: list[int] = []
@@ -341,6 +343,15 @@ def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.Mo
         return slow(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(explore_module, "_slow", counted)
+    batched_codes: list[int] = []
+    batch = batched.Levels.batch
+
+    def seen(levels: batched.Levels, codes: batched.Ints, first: int) -> tuple[batched.Ints, batched.Ints]:
+        batched_codes.extend(range(first, first + len(codes)))
+        return batch(levels, codes, first)
+
+    monkeypatch.setattr(batched.Levels, "batch", seen)
     table = load_table_bytes(PLAIN_CHAIN, "plain.yaml")
-    assert_same_exploration(explore(table), scalar(table))
-    assert explore(table).count == 7 and not calls   # n = 0 to 4, 6, 8
+    ex = explore(table)
+    assert ex.count == 7 and batched_codes == list(range(1, 7)) and not calls   # n = 0 to 4, 6, 8
+    assert_same_exploration(ex, scalar(table))
