@@ -355,3 +355,39 @@ def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.Mo
     ex = explore(table)
     assert ex.count == 7 and batched_codes == list(range(1, 7)) and not calls   # n = 0 to 4, 6, 8
     assert_same_exploration(ex, scalar(table))
+
+
+ERRORS_IN_ONE_BATCH = b"""format: 1
+machine: errors_in_one_batch
+variables:
+  n: {type: int, min: 0, max: 3, init: 0}
+states:
+  A: {initial: true}
+  B: {}
+  T: {transient: true}
+events:
+  Go: {}
+  Up: {}
+  Down: {}
+  Hop: {}
+transitions:
+  - {from: A, on: Go, to: B}
+  - {from: A, on: Up, when: n < 3, to: A, set: {n: n + 1}}
+  - {from: A, on: Down, when: n == 1, to: A, set: {n: n - 2}}
+  - {from: A, on: Hop, to: T}
+  - {from: T, to: A, set: {n: n + 1}}
+  - {from: B, on: Go, to: B}
+  - {from: B, on: Up, to: B}
+  - {from: B, on: Down, to: B}
+  - {from: B, on: Hop, to: B, set: {n: n + 4}}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+def test_fallback_errors_are_recorded_in_the_scalar_loops_order() -> None:
+    """B at n = 0 (configuration 1) breaks a bound before A at n = 1 (configuration 2) does, in
+    the same batch, though A's cells come first by state and B's edge position (3) is later
+    than A's (2); an eventless update past its bound (T at n = 3) goes to the fallback too."""
+    ex = assert_same(load_table_bytes(ERRORS_IN_ONE_BATCH, "errors.yaml"))
+    assert [(e.config, e.kind, e.rows) for e in ex.errors] == [(1, "bounds", (9,)), (2, "bounds", (3,)),
+                                                                (ex.index_of(0, (3,)), "bounds", (5,))]
