@@ -320,19 +320,25 @@ states:
   T2: {transient: true}
 events:
   Go: {}
+  Top: {}
+  Reset: {}
+actions:
+  Tell: {params: {m: {type: int, min: 0, max: 9}}}
 transitions:
   - {from: A, on: Go, when: n < 8, to: T1, set: {n: n + 1}}
   - {from: T1, to: T2}
   - {from: T2, when: n < 5, to: A}
   - {from: T2, when: n >= 5, to: A, set: {n: n + 1}}
+  - {from: A, on: Top, when: n == 8, to: A, set: {n: n + 1}, emit: [{action: Tell, args: {m: n - 8}}]}
+  - {from: A, on: Reset, when: n == 9, to: A, set: {n: n - 9}, emit: [{action: Tell, args: {m: n}}]}
 """
 
 
 def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One enabled eventless row at each step, values in range: the batches explore every
-    configuration after the first (which the scalar loop takes before it looks at the queue),
-    each once, settle every chain themselves and never call the fallback (``step``), with the
-    scalar loop's exploration."""
+    """One enabled eventless row at each step, values in range (updates and emitted arguments
+    at both ends of their ranges among them): the batches explore every configuration after the
+    first (which the scalar loop takes before it looks at the queue), each once, settle every
+    chain themselves and never call the fallback (``step``), with the scalar loop's exploration."""
     for name, value in (("LEVEL_MIN", 0), ("LEVEL_LOW", 0), ("CHECK_EVERY", 1)):   # batches after the first
         monkeypatch.setattr(explore_module, name, value)
     calls: list[int] = []
@@ -353,7 +359,7 @@ def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.Mo
     monkeypatch.setattr(batched.Levels, "batch", seen)
     table = load_table_bytes(PLAIN_CHAIN, "plain.yaml")
     ex = explore(table)
-    assert ex.count == 7 and batched_codes == list(range(1, 7)) and not calls   # n = 0 to 4, 6, 8
+    assert ex.count == 8 and batched_codes == list(range(1, 8)) and not calls   # n = 0 to 4, 6, 8, 9
     assert_same_exploration(ex, scalar(table))
 
 
