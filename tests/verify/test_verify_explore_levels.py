@@ -261,3 +261,139 @@ def test_a_single_enabled_row_past_its_upper_bound_goes_to_the_fallback() -> Non
     ex = assert_same(load_table_bytes(OVERFLOW, "overflow.yaml"))
     assert [e.kind for e in ex.errors] == ["bounds"]
     assert ex.count == 4
+
+
+
+@pytest.mark.usefixtures("switch")
+@pytest.mark.parametrize("size", [1, 3])
+@pytest.mark.parametrize("table", [load_table_bytes(EMITTING, "emitting.yaml"), load_table(WIDE, {"n": 3})],
+                         ids=["emitting", "wide"])
+def test_where_a_batch_ends_changes_nothing(table: Table, size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of one configuration, or of three, explore as the scalar loop does."""
+    monkeypatch.setattr(batched, "BATCH", size)
+    assert_same(table)
+
+
+CHAIN = b"""format: 1
+machine: chain
+variables:
+  n: {type: int, min: 0, max: 7, init: 0}
+states:
+  A: {initial: true}
+  T1: {transient: true}
+  T2: {transient: true}
+  T3: {transient: true}
+events:
+  Go: {}
+  Back: {}
+  Jump: {}
+transitions:
+  - {from: A, on: Go, when: n < 7, to: T1}
+  - {from: A, on: Back, when: n > 0, to: T3, set: {n: n - 1}}
+  - {from: A, on: Jump, when: n < 2, to: A, set: {n: n + 5}}
+  - {from: T1, to: T2, set: {n: n + 1}}
+  - {from: T2, when: n < 5, to: T3}
+  - {from: T2, when: n == 4 or n == 5, to: A}
+  - {from: T3, to: A}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+@pytest.mark.parametrize("longest", [0, 1, 2, 3])
+def test_transient_chains_longer_than_the_arrays_settle_go_to_the_fallback(longest: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain of three eventless steps (T1, T2, T3) settled by the arrays up to ``longest``
+    steps, the rest by ``step``: the same exploration, and T2 stuck (n = 6) and with two
+    enabled rows (n = 4) are the scalar loop's errors."""
+    monkeypatch.setattr(batched, "MAX_CHAIN", longest)
+    ex = assert_same(load_table_bytes(CHAIN, "chain.yaml"))
+    assert [(e.kind, e.rows) for e in ex.errors] == [("transient", (1, 4)), ("transient", (5, 6))]
+
+
+PLAIN_CHAIN = b"""format: 1
+machine: plain_chain
+variables:
+  n: {type: int, min: 0, max: 9, init: 0}
+states:
+  A: {initial: true}
+  T1: {transient: true}
+  T2: {transient: true}
+events:
+  Go: {}
+  Top: {}
+  Reset: {}
+actions:
+  Tell: {params: {m: {type: int, min: 0, max: 9}}}
+transitions:
+  - {from: A, on: Go, when: n < 8, to: T1, set: {n: n + 1}}
+  - {from: T1, to: T2}
+  - {from: T2, when: n < 5, to: A}
+  - {from: T2, when: n >= 5, to: A, set: {n: n + 1}}
+  - {from: A, on: Top, when: n == 8, to: A, set: {n: n + 1}, emit: [{action: Tell, args: {m: n - 8}}]}
+  - {from: A, on: Reset, when: n == 9, to: A, set: {n: n - 9}, emit: [{action: Tell, args: {m: n}}]}
+"""
+
+
+def test_plain_transient_chains_are_settled_by_the_arrays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One enabled eventless row at each step, values in range (updates and emitted arguments
+    at both ends of their ranges among them): the batches explore every configuration after the
+    first (which the scalar loop takes before it looks at the queue), each once, settle every
+    chain themselves and never call the fallback (``step``), with the scalar loop's exploration."""
+    for name, value in (("LEVEL_MIN", 0), ("LEVEL_LOW", 0), ("CHECK_EVERY", 1)):   # batches after the first
+        monkeypatch.setattr(explore_module, name, value)
+    calls: list[int] = []
+    slow = explore_module._slow
+
+    def counted(*args: object) -> int:
+        calls.append(1)
+        return slow(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(explore_module, "_slow", counted)
+    batched_codes: list[int] = []
+    batch = batched.Levels.batch
+
+    def seen(levels: batched.Levels, codes: batched.Ints, first: int) -> tuple[batched.Ints, batched.Ints]:
+        batched_codes.extend(range(first, first + len(codes)))
+        return batch(levels, codes, first)
+
+    monkeypatch.setattr(batched.Levels, "batch", seen)
+    table = load_table_bytes(PLAIN_CHAIN, "plain.yaml")
+    ex = explore(table)
+    assert ex.count == 8 and batched_codes == list(range(1, 8)) and not calls   # n = 0 to 4, 6, 8, 9
+    assert_same_exploration(ex, scalar(table))
+
+
+ERRORS_IN_ONE_BATCH = b"""format: 1
+machine: errors_in_one_batch
+variables:
+  n: {type: int, min: 0, max: 3, init: 0}
+states:
+  A: {initial: true}
+  B: {}
+  T: {transient: true}
+events:
+  Go: {}
+  Up: {}
+  Down: {}
+  Hop: {}
+transitions:
+  - {from: A, on: Go, to: B}
+  - {from: A, on: Up, when: n < 3, to: A, set: {n: n + 1}}
+  - {from: A, on: Down, when: n == 1, to: A, set: {n: n - 2}}
+  - {from: A, on: Hop, to: T}
+  - {from: T, to: A, set: {n: n + 1}}
+  - {from: B, on: Go, to: B}
+  - {from: B, on: Up, to: B}
+  - {from: B, on: Down, to: B}
+  - {from: B, on: Hop, to: B, set: {n: n + 4}}
+"""
+
+
+@pytest.mark.usefixtures("switch")
+def test_fallback_errors_are_recorded_in_the_scalar_loops_order() -> None:
+    """B at n = 0 (configuration 1) breaks a bound before A at n = 1 (configuration 2) does, in
+    the same batch, though A's cells come first by state and B's edge position (3) is later
+    than A's (2); an eventless update past its bound (T at n = 3) goes to the fallback too."""
+    ex = assert_same(load_table_bytes(ERRORS_IN_ONE_BATCH, "errors.yaml"))
+    assert [(e.config, e.kind, e.rows) for e in ex.errors] == [(1, "bounds", (9,)), (2, "bounds", (3,)),
+                                                                (ex.index_of(0, (3,)), "bounds", (5,))]
