@@ -38,7 +38,10 @@ class PromelaLimit(ValueError):
 
 
 def _lit(value: Value | str) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    # Spin reads -2147483648 as -(2147483648), which pan.c's C negates as a 64-bit long
+    return f"({INT_MIN + 1} - 1)" if value == INT_MIN else str(value)
 
 
 def _state(table: Table, index: int) -> str:
@@ -72,7 +75,7 @@ def _effect(table: Table, row: Row, params: Mapping[str, Value | str]) -> list[s
     for u in row.updates:
         var = table.variables[u.slot - 1]
         if var.type == "int":
-            out.append(f"assert(v_{u.var} >= {var.lo} && v_{u.var} <= {var.hi})")
+            out.append(f"assert(v_{u.var} >= {_lit(var.lo)} && v_{u.var} <= {_lit(var.hi)})")
     out.append(f"st = {_state(table, table.state_index[row.target])}")
     return out
 
