@@ -230,14 +230,20 @@ def _row_reads_params(row: Row) -> bool:
     return bool(_params_read(row.guard)) or any(_params_read(u.expr) for u in row.updates)
 
 
+def settle_bound(table: Table) -> int:
+    """The number of transient configurations (at most ``INT_MAX - 1``, an ``int`` to count up
+    to): an eventless chain longer than that repeats one of them, a cycle."""
+    bound = sum(1 for state in table.states if state.transient)
+    for var in table.variables:
+        bound *= 2 if var.type == "bool" else var.hi - var.lo + 1
+    return min(bound, INT_MAX - 1)
+
+
 def _settle(table: Table, transient: list[State]) -> list[str]:
     """Eventless rows out of transient states, as a loop: each round asserts that exactly
     one eventless row is enabled, and that the chain is no longer than the number of
     transient configurations (a longer one repeats a configuration: an eventless cycle)."""
-    bound = len(transient)
-    for var in table.variables:
-        bound *= 2 if var.type == "bool" else var.hi - var.lo + 1
-    bound = min(bound, INT_MAX - 1)
+    bound = settle_bound(table)
     options, guards = [], []
     for state in transient:
         for row in table.eventless_rows.get(state.index, ()):
