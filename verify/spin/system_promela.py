@@ -141,6 +141,8 @@ class _Exporter:
         return body
 
     def settle(self, i: int) -> list[str]:
+        """The eventless rows while one is enabled (else the step ends), the rounds counted:
+        past ``settle_bound`` of them the chain repeats a configuration, a cycle."""
         table = self.system.instances[i].table
         transient = [s for s in table.states if s.transient]
         if not transient:
@@ -152,9 +154,8 @@ class _Exporter:
                 if row.guard is not None:
                     guard += f" && {self.expr(i, table, row.guard, {})}"
                 options.append(f":: {guard} -> {'; '.join(self.fire(i, row, {}))}")
-        # while an eventless row is enabled; past settle_bound steps the chain is a cycle
-        return [f"settle{i} = 0", f"do :: {self.enabled(options)} -> settle{i}++; "
-                f"assert(settle{i} <= {settle_bound(table)}); if {' '.join(options)} fi :: else -> break od"]
+        return [f"settle{i} = 0", f"do :: if {' '.join(options)} :: else -> break fi; settle{i}++; "
+                f"assert(settle{i} <= {settle_bound(table)}) od"]
 
     def handle(self, i: int, event: str, params: Mapping[str, str], consumed: bool) -> list[str]:
         """Alternatives for ``event`` in every state: each enabled row, else the unhandled policy."""
@@ -170,7 +171,7 @@ class _Exporter:
                 if row.guard is not None:
                     guard += f" && {self.expr(i, table, row.guard, params)}"
                 guards.append(f"({guard})")
-                body = self.fire(i, row, params) + self.settle(i) + ["skip"]
+                body = self.fire(i, row, params) + ["skip"]
                 options.append(f":: {guard} -> {'; '.join(body)}")
         unhandled = self.sends(i, [(a, []) for a in table.unhandled.emit])
         final = " || ".join(f"st{i} == S{i}_{s.name}" for s in table.states if s.final) or "false"
@@ -184,6 +185,7 @@ class _Exporter:
         inst = self.system.instances[i]
         lines = [f"active proctype P{i}() {{  /* {inst.name}: {inst.table.machine} */", "end:", "  do"]
         head = len(lines)
+        settle = "".join(f"{statement}; " for statement in self.settle(i))   # once after the row, wherever it led
         for env in self.system.environment:
             if i not in env.instances:
                 continue
@@ -194,7 +196,7 @@ class _Exporter:
                 options = self.handle(i, env.event, params, consumed=False)
                 if options:
                     lines += [f"  :: d_step {{ {guard} && ({self.enabled(options)}) -> {pick}"
-                              f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
+                              f"if {' '.join(options)} fi; {settle}assert(INVARIANTS) }}" for pick in self.choices(i)]
         names = [e.name for e in inst.table.events]
         received = [f"m{i}_{k}" for k in range(self.width)]
         options = []
@@ -206,7 +208,7 @@ class _Exporter:
         if options and names:
             fields = ", ".join([f"m{i}_ev", *received])
             lines += [f"  :: d_step {{ !stall{i} && nempty(mb{i}) -> mb{i}?{fields}; {pick}"
-                      f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
+                      f"if {' '.join(options)} fi; {settle}assert(INVARIANTS) }}" for pick in self.choices(i)]
         if len(lines) == head:   # Spin refuses a do without options
             lines.append("  :: false -> skip   /* no event: the instance never steps */")
         lines += ["  od", "}"]
