@@ -94,8 +94,6 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/table/ahead.py": ("tests/verify/test_verify_ahead.py",),
     "verify/spin/promela.py": ("tests/verify/test_promela_export.py", "tests/verify/test_system_promela_shapes.py",
                                "tests/verify/test_verify_promela.py"),
-    "verify/spin/system_promela.py": ("tests/verify/test_system_promela_export.py",
-                                      "tests/verify/test_system_promela_shapes.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
