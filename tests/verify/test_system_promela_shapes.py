@@ -128,3 +128,15 @@ def test_spin_settles_a_chain_longer_than_the_transient_states(tmp_path: Path) -
                                           "environment:\n  a: [go, back]\n")
     system = load_system(tmp_path / "system.yaml")
     assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+
+
+@needs_spin
+def test_spin_counts_a_crash_that_resets_what_is_not_durable(tmp_path: Path) -> None:
+    (tmp_path / "once.yaml").write_text(
+        "format: 1\nmachine: once\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
+        "states: {A: {initial: true}, B: {}}\nevents: {go: {}}\ntransitions:\n"
+        "  - {from: A, on: go, when: n == 0, to: B, set: {n: 1}}\n")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: once\ninstances:\n  a: {table: once.yaml}\n"
+                                          "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n")
+    system = load_system(tmp_path / "system.yaml")
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
