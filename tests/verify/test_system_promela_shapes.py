@@ -28,13 +28,12 @@ transitions:
 
 
 def _picking(tmp: Path, members: int, sends: int) -> System:
-    """A sender whose step sends up to ``sends`` messages to any member of a group: ``sends - 2``
-    from its row, one from the eventless row of the transient state it lands in, counted for each
-    of the two transient configurations (a bool and an int of one value, which it never sets)."""
-    actions = [f"A{k}" for k in range(sends - 1)]
+    """A sender whose step sends ``sends`` messages to any member of a group: ``sends - 1`` from
+    its row, one more from the eventless row of the transient state it lands in."""
+    actions = [f"A{k}" for k in range(sends)]
     (tmp / "bell.yaml").write_text(BELL)
     (tmp / "sender.yaml").write_text(
-        "format: 1\nmachine: sender\nvariables: {b: {type: bool, init: false}, n: {type: int, min: 5, max: 5, init: 5}}\n"
+        "format: 1\nmachine: sender\n"
         "states: {Idle: {initial: true}, T: {transient: true}, Done: {final: true}}\nevents: {Go: {}}\n"
         f"actions: {{{', '.join(f'{a}: {{}}' for a in actions)}}}\ntransitions:\n"
         f"  - {{from: Idle, on: Go, to: T, emit: [{', '.join(actions[:-1])}]}}\n"

@@ -82,7 +82,8 @@ class _Exporter:
         per_row = [len(self._any_links(i, row.emit)) for row in table.rows]
         settling = max((len(self._any_links(i, r.emit)) for rows in table.eventless_rows.values() for r in rows),
                        default=0)
-        count = max(per_row + [len(self._any_links(i, table.unhandled.emit))]) + settling * settle_bound(table)
+        transient = sum(1 for state in table.states if state.transient)   # a chain visiting each once
+        count = max(per_row + [len(self._any_links(i, table.unhandled.emit))]) + settling * transient
         widest = max((len(link.targets) for link in self._any_links(i, [a.name for a in table.actions])), default=0)
         if widest ** count > MAX_COPIES:
             raise ExportError(f"{self.system.instances[i].name} sends up to {count} group[any] messages in one "
