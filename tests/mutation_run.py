@@ -96,6 +96,8 @@ TESTS: dict[str, tuple[str, ...]] = {
     "impl/workers/worker.py": ("tests/impl/test_worker.py",),
     "impl/stores/postgres.py": ("tests/impl/test_postgres_store.py", "tests/impl/test_store_conformance.py"),
     "verify/system/rows.py": ("tests/verify/test_system_levels.py", "tests/verify/test_system_steps.py"),
+    "verify/spin/promela.py": ("tests/verify/test_promela_export.py", "tests/verify/test_system_promela_shapes.py",
+                               "tests/verify/test_verify_promela.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",

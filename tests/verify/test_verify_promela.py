@@ -20,7 +20,7 @@ needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are n
 
 
 def agree(t: Table, workdir: Path) -> spin.SpinRun:
-    run = spin.run_spin(t, workdir)
+    run = spin.run_spin(t, workdir, optimise=False)
     assert run.errors == 0, run.output[-800:]
     assert run.states == explore(t).count
     return run
@@ -84,7 +84,7 @@ transitions:
   - {from: B, on: back, to: A}
 """)
     assert not next(c for c in run_checks(explore(t)).checks if c.kind == "determinism").ok
-    run = spin.run_spin(t, tmp_path)
+    run = spin.run_spin(t, tmp_path, optimise=False)
     assert run.errors >= 1 and "assertion violated" in run.output
 
 
@@ -121,7 +121,7 @@ def test_too_many_parameter_alternatives_are_refused() -> None:
 def spin_agrees_with_the_verifier(t: Table, workdir: Path) -> None:
     verdict = run_checks(explore(t))
     broken = any(not c.ok for c in verdict.checks if c.kind in ("determinism", "bounds", "transient"))
-    run = spin.run_spin(t, workdir, timeout=120)
+    run = spin.run_spin(t, workdir, timeout=120, optimise=False)
     if broken:
         assert run.errors >= 1, "Spin missed a violation the verifier found"
     else:

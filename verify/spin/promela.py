@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
-from agentfsm.spec import Row, State, Table
+from agentfsm.spec import Param, Row, State, Table, Variable
 from agentfsm.spec.expr import Binary, Expr, InStates, Lit, Ref, Unary, Value
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1   # Promela's int
@@ -38,7 +38,10 @@ class PromelaLimit(ValueError):
 
 
 def _lit(value: Value | str) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    # Spin reads -2147483648 as -(2147483648), which pan.c's C negates as a 64-bit long
+    return f"({INT_MIN + 1} - 1)" if value == INT_MIN else str(value)
 
 
 def _state(table: Table, index: int) -> str:
@@ -72,7 +75,7 @@ def _effect(table: Table, row: Row, params: Mapping[str, Value | str]) -> list[s
     for u in row.updates:
         var = table.variables[u.slot - 1]
         if var.type == "int":
-            out.append(f"assert(v_{u.var} >= {var.lo} && v_{u.var} <= {var.hi})")
+            out.append(f"assert(v_{u.var} >= {_lit(var.lo)} && v_{u.var} <= {_lit(var.hi)})")
     out.append(f"st = {_state(table, table.state_index[row.target])}")
     return out
 
@@ -99,42 +102,47 @@ def check_limits(table: Table) -> None:
         if var.type == "int" and not (var.lo >= INT_MIN and var.hi <= INT_MAX):
             raise PromelaLimit(f"variable {var.name} ranges over {var.lo}..{var.hi}, outside Promela's 32-bit int "
                                f"({INT_MIN}..{INT_MAX})")
-    exprs: list[tuple[str, Expr]] = [(f"invariant {inv.name}", inv.expr) for inv in table.invariants]
+    exprs: list[tuple[str, Expr, Mapping[str, Param]]] = [(f"invariant {inv.name}", inv.expr, {})
+                                                          for inv in table.invariants]
     for row in table.rows:
+        params = {p.name: p for p in table.event(row.event).params} if row.event is not None else {}
         if row.guard is not None:
-            exprs.append((f"row {row.index}'s guard", row.guard))
-        exprs += [(f"row {row.index}'s set {u.var}", u.expr) for u in row.updates]
-    for where, expr in exprs:
-        lo, hi = _interval(table, expr)
-        if lo < INT_MIN or hi > INT_MAX:
-            raise PromelaLimit(f"{where} can reach {lo if lo < INT_MIN else hi}, outside Promela's 32-bit int "
-                               f"({INT_MIN}..{INT_MAX})")
+            exprs.append((f"row {row.index}'s guard", row.guard, params))
+        exprs += [(f"row {row.index}'s set {u.var}", u.expr, params) for u in row.updates]
+    for where, expr, read in exprs:
+        for part in _parts(expr):
+            lo, hi = _interval(table, part, read)
+            if lo < INT_MIN or hi > INT_MAX:
+                raise PromelaLimit(f"{where} can reach {lo if lo < INT_MIN else hi}, outside Promela's 32-bit int "
+                                   f"({INT_MIN}..{INT_MAX})")
 
 
-def _interval(table: Table, expr: Expr) -> tuple[int, int]:
-    """Bounds of every value an expression and its subexpressions take (bools as 0..1)."""
+def _parts(expr: Expr) -> list[Expr]:
+    """The expression and every subexpression, outermost first: Spin computes each one in 32 bits."""
+    if isinstance(expr, Unary):
+        return [expr, *_parts(expr.operand)]
+    if isinstance(expr, Binary):
+        return [expr, *_parts(expr.left), *_parts(expr.right)]
+    return [expr]
+
+
+def _interval(table: Table, expr: Expr, params: Mapping[str, Param]) -> tuple[int, int]:
+    """Bounds of the values an expression takes (bools as 0..1), with ``params`` the
+    parameters of the row's event."""
     if isinstance(expr, Lit):
         return int(expr.value), int(expr.value)
-    if isinstance(expr, Ref):
-        if expr.kind == "var":
-            var = table.variables[expr.slot - 1]
-            return (0, 1) if var.type == "bool" else (var.lo, var.hi)
-        if expr.kind == "param":
-            param = next(p for e in table.events for p in e.params if p.name == expr.name)
-            return (0, 1) if param.type == "bool" else (param.lo, param.hi)
-        return int(expr.value), int(expr.value)
-    if isinstance(expr, InStates):
-        return 0, 1
-    if isinstance(expr, Unary):
-        lo, hi = _interval(table, expr.operand)
-        return (0, 1) if expr.op == "not" else (-hi, -lo)
-    assert isinstance(expr, Binary)
-    (alo, ahi), (blo, bhi) = _interval(table, expr.left), _interval(table, expr.right)
-    if expr.op == "+":
-        return alo + blo, ahi + bhi
-    if expr.op == "-":
-        return alo - bhi, ahi - blo
-    return min(alo, blo, 0), max(ahi, bhi, 1)   # a comparison or a connective: its operands' extremes
+    if isinstance(expr, Ref) and expr.type == "int":
+        if expr.kind == "const":
+            return int(expr.value), int(expr.value)
+        bounds: Variable | Param = table.variables[expr.slot - 1] if expr.kind == "var" else params[expr.name]
+        return bounds.lo, bounds.hi
+    if isinstance(expr, Unary) and expr.op == "-":
+        lo, hi = _interval(table, expr.operand, params)
+        return -hi, -lo
+    if isinstance(expr, Binary) and expr.op in ("+", "-"):
+        (alo, ahi), (blo, bhi) = _interval(table, expr.left, params), _interval(table, expr.right, params)
+        return (alo + blo, ahi + bhi) if expr.op == "+" else (alo - bhi, ahi - blo)
+    return 0, 1   # a bool: a comparison, a connective, ``not``, ``state in``, a bool name
 
 
 def export_promela(table: Table) -> str:
@@ -222,14 +230,20 @@ def _row_reads_params(row: Row) -> bool:
     return bool(_params_read(row.guard)) or any(_params_read(u.expr) for u in row.updates)
 
 
+def settle_bound(table: Table) -> int:
+    """The number of transient configurations (at most ``INT_MAX - 1``, an ``int`` to count up
+    to): an eventless chain longer than that repeats one of them, a cycle."""
+    bound = sum(1 for state in table.states if state.transient)
+    for var in table.variables:
+        bound *= 2 if var.type == "bool" else var.hi - var.lo + 1
+    return min(bound, INT_MAX - 1)
+
+
 def _settle(table: Table, transient: list[State]) -> list[str]:
     """Eventless rows out of transient states, as a loop: each round asserts that exactly
     one eventless row is enabled, and that the chain is no longer than the number of
     transient configurations (a longer one repeats a configuration: an eventless cycle)."""
-    bound = len(transient)
-    for var in table.variables:
-        bound *= 2 if var.type == "bool" else var.hi - var.lo + 1
-    bound = min(bound, INT_MAX - 1)
+    bound = settle_bound(table)
     options, guards = [], []
     for state in transient:
         for row in table.eventless_rows.get(state.index, ()):

@@ -23,7 +23,15 @@ from typing import Any
 
 from agentfsm.spec.model import Row, Table
 from agentfsm.spec.system_model import Link, System
-from agentfsm.verify.spin.promela import _effect, expr_to_promela, never_claim
+from agentfsm.verify.spin.promela import (
+    PromelaLimit,
+    _effect,
+    _state_type,
+    check_limits,
+    expr_to_promela,
+    never_claim,
+    settle_bound,
+)
 
 _TOKEN = re.compile(r"\b(st|v_(\w+)|S_(\w+)|t_(\w+))\b")
 
@@ -74,7 +82,7 @@ class _Exporter:
         per_row = [len(self._any_links(i, row.emit)) for row in table.rows]
         settling = max((len(self._any_links(i, r.emit)) for rows in table.eventless_rows.values() for r in rows),
                        default=0)
-        transient = sum(1 for state in table.states if state.transient)
+        transient = sum(1 for state in table.states if state.transient)   # a chain visiting each once
         count = max(per_row + [len(self._any_links(i, table.unhandled.emit))]) + settling * transient
         widest = max((len(link.targets) for link in self._any_links(i, [a.name for a in table.actions])), default=0)
         if widest ** count > MAX_COPIES:
@@ -134,6 +142,8 @@ class _Exporter:
         return body
 
     def settle(self, i: int) -> list[str]:
+        """The eventless rows while one is enabled (else the step ends), the rounds counted:
+        past ``settle_bound`` of them the chain repeats a configuration, a cycle."""
         table = self.system.instances[i].table
         transient = [s for s in table.states if s.transient]
         if not transient:
@@ -145,8 +155,8 @@ class _Exporter:
                 if row.guard is not None:
                     guard += f" && {self.expr(i, table, row.guard, {})}"
                 options.append(f":: {guard} -> {'; '.join(self.fire(i, row, {}))}")
-        choice = f"if {' '.join(options)} :: else -> skip fi"
-        return [choice] * len(transient)
+        return [f"settle{i} = 0", f"do :: if {' '.join(options)} :: else -> break fi; settle{i}++; "
+                f"assert(settle{i} <= {settle_bound(table)}) od"]
 
     def handle(self, i: int, event: str, params: Mapping[str, str], consumed: bool) -> list[str]:
         """Alternatives for ``event`` in every state: each enabled row, else the unhandled policy."""
@@ -162,7 +172,7 @@ class _Exporter:
                 if row.guard is not None:
                     guard += f" && {self.expr(i, table, row.guard, params)}"
                 guards.append(f"({guard})")
-                body = self.fire(i, row, params) + self.settle(i) + ["skip"]
+                body = self.fire(i, row, params) + ["skip"]
                 options.append(f":: {guard} -> {'; '.join(body)}")
         unhandled = self.sends(i, [(a, []) for a in table.unhandled.emit])
         final = " || ".join(f"st{i} == S{i}_{s.name}" for s in table.states if s.final) or "false"
@@ -175,6 +185,8 @@ class _Exporter:
     def proctype(self, i: int) -> list[str]:
         inst = self.system.instances[i]
         lines = [f"active proctype P{i}() {{  /* {inst.name}: {inst.table.machine} */", "end:", "  do"]
+        head = len(lines)
+        settle = "".join(f"{statement}; " for statement in self.settle(i))   # once after the row, wherever it led
         for env in self.system.environment:
             if i not in env.instances:
                 continue
@@ -185,7 +197,7 @@ class _Exporter:
                 options = self.handle(i, env.event, params, consumed=False)
                 if options:
                     lines += [f"  :: d_step {{ {guard} && ({self.enabled(options)}) -> {pick}"
-                              f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
+                              f"if {' '.join(options)} fi; {settle}assert(INVARIANTS) }}" for pick in self.choices(i)]
         names = [e.name for e in inst.table.events]
         received = [f"m{i}_{k}" for k in range(self.width)]
         options = []
@@ -197,7 +209,9 @@ class _Exporter:
         if options and names:
             fields = ", ".join([f"m{i}_ev", *received])
             lines += [f"  :: d_step {{ !stall{i} && nempty(mb{i}) -> mb{i}?{fields}; {pick}"
-                      f"if {' '.join(options)} fi; assert(INVARIANTS) }}" for pick in self.choices(i)]
+                      f"if {' '.join(options)} fi; {settle}assert(INVARIANTS) }}" for pick in self.choices(i)]
+        if len(lines) == head:   # Spin refuses a do without options
+            lines.append("  :: false -> skip   /* no event: the instance never steps */")
         lines += ["  od", "}"]
         return lines
 
@@ -248,13 +262,15 @@ class _Exporter:
         for inst in system.instances:
             i, table = inst.index, inst.table
             lines += [f"#define S{i}_{s.name} {s.index}" for s in table.states]
-            lines.append(f"byte st{i} = S{i}_{table.initial.name};")
+            lines.append(f"{_state_type(len(table.states))} st{i} = S{i}_{table.initial.name};")
             for var in table.variables:
                 lines.append(f"{'bool' if var.type == 'bool' else 'int'} v{i}_{var.name} = {_lit(var.init)};")
                 lines.append(f"hidden {'byte' if var.type == 'bool' else 'int'} t{i}_{var.name};")
             lines.append(f"bool stall{i} = false;")
             lines.append(f"chan mb{i} = [{inst.capacity}] of {{ {', '.join(['byte'] + ['int'] * self.width)} }};")
             lines.append(f"hidden byte m{i}_ev;")
+            if any(s.transient for s in table.states):
+                lines.append(f"hidden int settle{i};")
             if self.picks[i][0]:
                 lines += [f"hidden byte pk{i}[{self.picks[i][0]}];", f"hidden byte np{i};"]
             lines += [f"hidden int m{i}_{k};" for k in range(self.width)]
@@ -277,4 +293,9 @@ class _Exporter:
 
 
 def export_system_promela(system: System) -> str:
+    for inst in system.instances:
+        try:
+            check_limits(inst.table)
+        except PromelaLimit as exc:
+            raise ExportError(f"{inst.name}: {exc}") from None
     return _Exporter(system).export()

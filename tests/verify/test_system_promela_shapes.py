@@ -1,0 +1,141 @@
+"""The system export on shapes the fixture systems lack: steps that pick among a group's members
+(one copy of a ``d_step`` per choice, up to the documented 256), an instance with nothing to do,
+an instance table of more than 256 states, values past Promela's 32-bit ``int``."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+from agentfsm.spec.system_load import load_system
+from agentfsm.spec.system_model import System
+from agentfsm.verify.spin import runner as spin
+from agentfsm.verify.spin.system_promela import ExportError, export_system_promela
+from agentfsm.verify.system.explore import explore_system
+
+needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
+
+BELL = """format: 1
+machine: bell
+variables: {rung: {type: int, min: 0, max: 4, init: 0}}
+states: {Quiet: {initial: true}}
+events: {Ring: {}}
+transitions:
+  - {from: Quiet, on: Ring, when: rung < 4, to: Quiet, set: {rung: rung + 1}}
+"""
+
+
+def _picking(tmp: Path, members: int, sends: int) -> System:
+    """A sender whose step sends ``sends`` messages to any member of a group: ``sends - 1`` from
+    its row, one more from the eventless row of the transient state it lands in."""
+    actions = [f"A{k}" for k in range(sends)]
+    (tmp / "bell.yaml").write_text(BELL)
+    (tmp / "sender.yaml").write_text(
+        "format: 1\nmachine: sender\n"
+        "states: {Idle: {initial: true}, T: {transient: true}, Done: {final: true}}\nevents: {Go: {}}\n"
+        f"actions: {{{', '.join(f'{a}: {{}}' for a in actions)}}}\ntransitions:\n"
+        f"  - {{from: Idle, on: Go, to: T, emit: [{', '.join(actions[:-1])}]}}\n"
+        f"  - {{from: T, to: Done, emit: [{actions[-1]}]}}\n")
+    links = "".join(f'  - {{from: s, action: {a}, to: "g[any]", event: Ring}}\n' for a in actions)
+    (tmp / "system.yaml").write_text(
+        "format: 1\nsystem: picks\ninstances:\n  s: {table: sender.yaml}\n"
+        f"  g: {{table: bell.yaml, count: {members}}}\nmailbox: {{capacity: {sends}}}\n"
+        f"links:\n{links}environment:\n  s: [Go]\n")
+    return load_system(tmp / "system.yaml")
+
+
+def _spin_counts(system: System, workdir: Path) -> int:
+    run = spin.run_spin_model(export_system_promela(system), workdir, depth=100_000, timeout=120,
+                              pan_flags=("-A", "-w16"), optimise=False)
+    return run.states
+
+
+def test_a_step_is_copied_once_per_choice_of_members_up_to_256(tmp_path: Path) -> None:
+    text = export_system_promela(_picking(tmp_path, members=4, sends=4))
+    picks = set(re.findall(r"pk0\[0\] = (\d); pk0\[1\] = (\d); pk0\[2\] = (\d); pk0\[3\] = (\d);", text))
+    assert len(picks) == 4 ** 4 and "pk0[4] =" not in text
+
+
+def test_more_than_256_copies_are_refused(tmp_path: Path) -> None:
+    refused = "s sends up to 4 group[any] messages in one step to groups of 5: 625 copies"
+    with pytest.raises(ExportError, match=re.escape(refused)):
+        export_system_promela(_picking(tmp_path, members=5, sends=4))
+
+
+@needs_spin
+def test_spin_counts_the_steps_that_pick_members_alike(tmp_path: Path) -> None:
+    system = _picking(tmp_path, members=2, sends=3)
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+
+
+@needs_spin
+def test_spin_counts_a_system_whose_instance_has_nothing_to_do(tmp_path: Path) -> None:
+    (tmp_path / "quiet.yaml").write_text("format: 1\nmachine: quiet\nstates: {Idle: {initial: true}}\n"
+                                         "events: {}\ntransitions: []\n")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: quiet\ninstances:\n  a: {table: quiet.yaml}\n"
+                                          "faults:\n  crash: {max: 1}\n")
+    system = load_system(tmp_path / "system.yaml")
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+
+
+@needs_spin
+def test_spin_counts_an_instance_of_more_than_256_states(tmp_path: Path) -> None:
+    names = [f"S{i}" for i in range(300)]
+    states = ", ".join(f"{n}: {{{'initial: true' if i == 0 else ''}}}" for i, n in enumerate(names))
+    rows = "".join(f"  - {{from: {a}, on: next, to: {b}}}\n" for a, b in itertools.pairwise(names))
+    (tmp_path / "long.yaml").write_text(f"format: 1\nmachine: long\nstates: {{{states}}}\nevents: {{next: {{}}}}\n"
+                                        f"transitions:\n{rows}")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: long\ninstances:\n  a: {table: long.yaml}\n"
+                                          "environment:\n  a: [next]\n")
+    system = load_system(tmp_path / "system.yaml")
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs) == 300
+
+
+def test_a_value_past_32_bits_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "wide.yaml").write_text(
+        "format: 1\nmachine: wide\nvariables: {n: {type: int, min: 0, max: 5000000000, init: 0}}\n"
+        "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: wide\ninstances:\n  a: {table: wide.yaml}\n"
+                                          "environment:\n  a: [go]\n")
+    refused = "a: variable n ranges over 0..5000000000, outside Promela's 32-bit int"
+    with pytest.raises(ExportError, match=re.escape(refused)):
+        export_system_promela(load_system(tmp_path / "system.yaml"))
+
+
+LOOPER = """format: 1
+machine: looper
+variables: {n: {type: int, min: 0, max: 3, init: 0}}
+states: {A: {initial: true}, T1: {transient: true}, T2: {transient: true}, T3: {transient: true}, B: {}, C: {}}
+events: {go: {}, back: {}}
+transitions:
+  - {from: A, on: go, to: T1}
+  - {from: T1, when: n < 3, to: T1, set: {n: n + 1}}
+  - {from: T1, when: n == 3, to: T2}
+  - {from: T2, to: T3}
+  - {from: T3, to: B}
+  - {from: B, on: back, to: C}
+  - {from: C, on: back, to: A, set: {n: 0}}
+"""
+
+
+@needs_spin
+def test_spin_settles_a_chain_longer_than_the_transient_states(tmp_path: Path) -> None:
+    (tmp_path / "looper.yaml").write_text(LOOPER)
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: loop\ninstances:\n  a: {table: looper.yaml}\n"
+                                          "environment:\n  a: [go, back]\n")
+    system = load_system(tmp_path / "system.yaml")
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+
+
+@needs_spin
+def test_spin_counts_a_crash_that_resets_what_is_not_durable(tmp_path: Path) -> None:
+    (tmp_path / "once.yaml").write_text(
+        "format: 1\nmachine: once\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
+        "states: {A: {initial: true}, B: {}}\nevents: {go: {}}\ntransitions:\n"
+        "  - {from: A, on: go, when: n == 0, to: B, set: {n: 1}}\n")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: once\ninstances:\n  a: {table: once.yaml}\n"
+                                          "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n")
+    system = load_system(tmp_path / "system.yaml")
+    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
