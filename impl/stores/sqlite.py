@@ -149,9 +149,12 @@ class SqliteStore(SqlJournal):
             self._counted = True
         try:
             retry_lock_races(self._migrate, timeout)
-        except BaseException as exc:
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise self._open_failed(exc) from None
+        except BaseException:
             self.close()  # a refused file keeps no connection, nor this process's claim on its log
-            raise (self._open_failed(exc) if isinstance(exc, sqlite3.DatabaseError) else exc) from None
+            raise
 
     def _open_failed(self, exc: sqlite3.DatabaseError) -> JournalError:
         """Why opening failed: a file that is not a database is not a journal store; anything
