@@ -9,25 +9,14 @@ from pathlib import Path
 
 import pytest
 from agentfsm.spec.system_load import load_system
-from agentfsm.spec.system_model import System
-from agentfsm.verify.spin import runner as spin
-from agentfsm.verify.spin.system_promela import export_system_promela
 from agentfsm.verify.system.checks import run_system_checks
 from agentfsm.verify.system.explore import explore_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from spin_support import needs_spin, spin_system
 from system_strategies import drawn_system
 
 FIXTURES = Path(__file__).resolve().parent.parent / "systems"
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
-
-
-def _spin(system: System, workdir: Path, assertions: bool = False) -> spin.SpinRun:
-    """pan unoptimised, with a small stack and hash table; ``assertions=False`` counts states
-    past a broken invariant (``-A``)."""
-    flags = ("-w16",) if assertions else ("-A", "-w16")
-    return spin.run_spin_model(export_system_promela(system), workdir, depth=100_000, timeout=120,
-                               pan_flags=flags, optimise=False)
 
 
 @needs_spin
@@ -38,9 +27,9 @@ def test_spin_agrees_on_the_fixture_systems(path: Path, tmp_path: Path) -> None:
     ex = explore_system(system, symmetry=False)
     broken = {c.kind for c in run_system_checks(ex).checks if not c.ok} & {"invariant", "bounds"}
     if "bounds" not in broken:   # past a value out of range the explorer stops, pan goes on
-        assert _spin(system, tmp_path / "count").states == len(ex.configs)
+        assert spin_system(system, tmp_path / "count").states == len(ex.configs)
     if broken:
-        run = _spin(system, tmp_path / "assert", assertions=True)
+        run = spin_system(system, tmp_path / "assert", assertions=True)
         assert run.errors == 1 and "assertion violated" in run.output
 
 
@@ -52,4 +41,4 @@ def test_spin_counts_random_systems_alike(data: st.DataObject) -> None:
         system = drawn_system(data, Path(tmp), checks=False)
         ex = explore_system(system, symmetry=False)
         assume(not set(ex.step_findings) & {"determinism", "bounds", "transient"})
-        assert _spin(system, Path(tmp) / "spin").states == len(ex.configs)
+        assert spin_system(system, Path(tmp) / "spin").states == len(ex.configs)

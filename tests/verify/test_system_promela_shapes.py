@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
-from agentfsm.verify.spin import runner as spin
 from agentfsm.verify.spin.system_promela import ExportError, export_system_promela
 from agentfsm.verify.system.explore import explore_system
-
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
+from spin_support import needs_spin, spin_system
 
 BELL = """format: 1
 machine: bell
@@ -46,12 +44,6 @@ def _picking(tmp: Path, members: int, sends: int) -> System:
     return load_system(tmp / "system.yaml")
 
 
-def _spin_counts(system: System, workdir: Path) -> int:
-    run = spin.run_spin_model(export_system_promela(system), workdir, depth=100_000, timeout=120,
-                              pan_flags=("-A", "-w16"), optimise=False)
-    return run.states
-
-
 def test_a_step_is_copied_once_per_choice_of_members_up_to_256(tmp_path: Path) -> None:
     text = export_system_promela(_picking(tmp_path, members=4, sends=4))
     picks = set(re.findall(r"pk0\[0\] = (\d); pk0\[1\] = (\d); pk0\[2\] = (\d); pk0\[3\] = (\d);", text))
@@ -67,7 +59,7 @@ def test_more_than_256_copies_are_refused(tmp_path: Path) -> None:
 @needs_spin
 def test_spin_counts_the_steps_that_pick_members_alike(tmp_path: Path) -> None:
     system = _picking(tmp_path, members=2, sends=3)
-    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
 
 
 @needs_spin
@@ -77,7 +69,7 @@ def test_spin_counts_a_system_whose_instance_has_nothing_to_do(tmp_path: Path) -
     (tmp_path / "system.yaml").write_text("format: 1\nsystem: quiet\ninstances:\n  a: {table: quiet.yaml}\n"
                                           "faults:\n  crash: {max: 1}\n")
     system = load_system(tmp_path / "system.yaml")
-    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
 
 
 @needs_spin
@@ -90,7 +82,7 @@ def test_spin_counts_an_instance_of_more_than_256_states(tmp_path: Path) -> None
     (tmp_path / "system.yaml").write_text("format: 1\nsystem: long\ninstances:\n  a: {table: long.yaml}\n"
                                           "environment:\n  a: [next]\n")
     system = load_system(tmp_path / "system.yaml")
-    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs) == 300
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs) == 300
 
 
 def test_a_value_past_32_bits_is_refused(tmp_path: Path) -> None:
@@ -126,7 +118,7 @@ def test_spin_settles_a_chain_longer_than_the_transient_states(tmp_path: Path) -
     (tmp_path / "system.yaml").write_text("format: 1\nsystem: loop\ninstances:\n  a: {table: looper.yaml}\n"
                                           "environment:\n  a: [go, back]\n")
     system = load_system(tmp_path / "system.yaml")
-    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
 
 
 @needs_spin
@@ -138,4 +130,4 @@ def test_spin_counts_a_crash_that_resets_what_is_not_durable(tmp_path: Path) -> 
     (tmp_path / "system.yaml").write_text("format: 1\nsystem: once\ninstances:\n  a: {table: once.yaml}\n"
                                           "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n")
     system = load_system(tmp_path / "system.yaml")
-    assert _spin_counts(system, tmp_path / "spin") == len(explore_system(system, symmetry=False).configs)
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
