@@ -12,6 +12,7 @@ process that has already imported the heavy libraries (not agentfsm).
 
     .venv/bin/python tests/mutation_run.py [--module spec/semantics.py] [--changed] [--check]
                                            [--out results.json] [--survivors results.json] [--write-baseline]
+                                           [--resume results.json]
 
 ``make mutation`` runs every mutant and checks the result against the published one in
 tests/mutation_baseline.json; ``make test-slow`` (so CI) runs ``--changed``: every mutant of a
@@ -246,10 +247,12 @@ def reprinted_lines(text: str) -> dict[int, int]:
     return lines
 
 
-def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True) -> dict[str, dict[str, str]]:
+def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True,
+        done: Callable[[dict[str, dict[str, str]]], None] | None = None) -> dict[str, dict[str, str]]:
     """The mutants of each module (all of them, or the keys given): {module: {mutant key: status}}.
     Each module's tests first run on its unmutated (but reprinted) source, measuring which tests
-    run which line; if they fail there, the run stops with an error."""
+    run which line; if they fail there, the run stops with an error. ``done`` is handed the
+    results so far after each mutant (a long run's checkpoint)."""
     found = {module: [m for m in module_mutants(module) if only is None or m.key in only]
              for module, only in modules.items()}
     results: dict[str, dict[str, str]] = {module: {} for module in modules}
@@ -280,6 +283,8 @@ def run(modules: dict[str, set[str] | None], jobs: int = 2, log: bool = True) ->
             mutant = jobs_by_mutant[future]
             status, seconds = future.result()
             results[mutant.module][mutant.key] = status
+            if done is not None:
+                done(results)
             if log and status != "killed":
                 print(f"  {status} ({seconds:.1f} s) line {mutant.line}: {mutant.key}", flush=True)
     return results
@@ -475,7 +480,14 @@ def write_baseline(results: dict[str, dict[str, str]], now: dict[str, tuple[str,
                 "source": {**published.get("source", {}), **{m: fingerprint(m) for m in results}},
                 "scopes": {**published.get("scopes", {}),
                            **{m: module_scopes(m) for m in results}}}
-    BASELINE.write_text(json.dumps(baseline, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    _write_json(BASELINE, baseline)
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Replace ``path`` whole (a killed run leaves the last complete checkpoint, never half of one)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    part.replace(path)
 
 
 def main() -> None:
@@ -490,19 +502,32 @@ def main() -> None:
                         help=f"merge this run into {BASELINE.name} (with --changed: the changed scopes only)")
     parser.add_argument("--survivors", type=Path, metavar="RESULTS",
                         help="run only the mutants that survived in this earlier --out file (the rest keep its status)")
+    parser.add_argument("--resume", type=Path, metavar="RESULTS",
+                        help="run only the mutants missing from this --out file of a stopped run")
     args = parser.parse_args()
     started = time.monotonic()
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"score": {}, "killed": {}, "equivalent": {}}
     todo = {m: only for m, only in plan(baseline, args.changed).items() if not args.module or m in args.module}
+    earlier: dict[str, dict[str, str]] = json.loads((args.survivors or args.resume).read_text()) \
+        if args.survivors or args.resume else {}
+    again: dict[str, set[str] | None] = {}
     if args.survivors:
-        earlier: dict[str, dict[str, str]] = json.loads(args.survivors.read_text())
-        again = run({m: {k for k, v in earlier.get(m, {}).items() if v == "survived"} for m in todo}, args.jobs)
-        results = {m: {**earlier.get(m, {}), **again[m]} for m in todo}
+        again = {m: {k for k, v in earlier.get(m, {}).items() if v == "survived"} for m in todo}
+    elif args.resume:
+        again = {m: set(current_mutants(m)) - set(earlier.get(m, {})) for m in todo}
+
+    def checkpoint(so_far: dict[str, dict[str, str]]) -> None:
+        if args.out:   # written whole after each mutant: a stopped run resumes from it (--resume)
+            _write_json(args.out, {m: {**earlier.get(m, {}), **so_far.get(m, {})} for m in todo})
+
+    if args.survivors or args.resume:
+        ran = run(again, args.jobs, done=checkpoint)
+        results = {m: {**earlier.get(m, {}), **ran[m]} for m in todo}
     else:
-        results = run(todo, args.jobs)
+        results = run(todo, args.jobs, done=checkpoint)
     now = {m: current_mutants(m) for m in results}
     equivalent = baseline["equivalent"]
-    whole = {m for m, only in todo.items() if only is None} | (set(todo) if args.survivors else set())
+    whole = {m for m, only in todo.items() if only is None} | (set(todo) if earlier else set())
     for module in sorted(set(todo) - whole):
         changed = sorted(changed_scopes(baseline, module) or ())
         survived = sorted(k for k, v in results[module].items() if v == "survived")
@@ -518,7 +543,7 @@ def main() -> None:
                 print(f"unexplained survivor: {key}")
     print(f"{time.monotonic() - started:.0f} s")
     if args.out:
-        args.out.write_text(json.dumps(results, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        _write_json(args.out, results)
     if args.write_baseline:
         write_baseline(results, now)
     if args.check:
