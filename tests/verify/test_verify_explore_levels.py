@@ -14,7 +14,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 from agentfsm.spec import Table, load_table, load_table_bytes
 from agentfsm.verify.kernel import visited
@@ -23,7 +22,6 @@ from agentfsm.verify.table import explore as explore_module
 from agentfsm.verify.table.explore import Exploration, ExplorationLimit, explore
 from conftest import SPEC, TABLES
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from strategies_tables import tables
 from test_verify_differential import tables as differential_tables
 from test_verify_limits import _limit_memory
@@ -154,65 +152,6 @@ def test_a_wide_table_switches_at_the_default_threshold() -> None:
     ex = explore(table)
     assert ex.code_index is not None
     assert_same(table)
-
-
-@settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.integers(0, (1 << 62) - 1), max_size=300, unique=True),
-       kind=st.sampled_from(["dense", "hashed", "watched"]), scalar_inserts=st.booleans())
-def test_code_index_maps_each_inserted_code_to_its_number(codes: list[int], kind: str, scalar_inserts: bool) -> None:
-    """Each visited set, inserted a batch or a code at a time; the watched array has 4-code
-    pages and moves to the hash table past 4 of them (so mid-way, for most draws)."""
-    saved = visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES
-    visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES = 2, 4 * 16, 4
-    try:
-        span = 1 << 10
-        index = visited.CodeIndex() if kind == "hashed" else visited.DenseIndex(span, watched=kind == "watched")
-        if kind != "hashed":
-            codes = list(dict.fromkeys(c % span for c in codes))
-        half = len(codes) // 2
-        arr = np.array(codes, dtype=np.int64)
-        index.insert(arr[:half], np.arange(half, dtype=np.int64))
-        if scalar_inserts:
-            for k in range(half, len(codes)):
-                assert index.get(codes[k]) is None
-                index[codes[k]] = k
-        else:
-            index.insert(arr[half:], np.arange(half, len(codes), dtype=np.int64))
-        assert index.lookup(arr).tolist() == list(range(len(codes)))
-        assert [index.get(c) for c in codes] == list(range(len(codes)))
-        absent = [c ^ 1 for c in codes if c ^ 1 not in set(codes)]
-        assert index.lookup(np.array(absent, dtype=np.int64)).tolist() == [-1] * len(absent)
-        if isinstance(index, visited.DenseIndex) and kind == "watched" and len(codes) > 16:
-            assert index.hashed is not None   # more than 4 pages of 4 codes
-    finally:
-        visited.PAGE_BITS, visited.DENSE_FLOOR, visited.SPARSE_BYTES = saved
-
-
-def test_a_sparse_watched_array_moves_to_the_hash_table_and_a_dense_one_stays(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(visited, "DENSE_FLOOR", 1 << 20)   # 256 pages
-    spread = visited.DenseIndex(1 << 30, watched=True)
-    codes = np.arange(0, 1 << 30, 1 << 20, dtype=np.int64)   # 1,024 codes, one per 256 pages
-    for start in range(0, len(codes), 100):
-        spread.insert(codes[start:start + 100], np.arange(start, min(start + 100, len(codes)), dtype=np.int64))
-    assert spread.hashed is not None and spread.pages is None
-    assert spread.lookup(codes).tolist() == list(range(len(codes)))
-    packed = visited.DenseIndex(1 << 30, watched=True)   # 256 codes a page: 16 bytes a code
-    packed.insert(np.arange(0, 1 << 22, 4, dtype=np.int64), np.arange(1 << 20, dtype=np.int64))
-    assert packed.hashed is None and packed.touched == 1 << 12
-    assert visited.code_index(1 << 25, 10).__class__ is visited.DenseIndex
-    assert visited.code_index(1 << 40, 10).__class__ is visited.CodeIndex
-
-
-@settings(max_examples=200, deadline=None)
-@given(codes=st.lists(st.integers(0, 40), max_size=200), bits=st.sampled_from([6, 63]))
-def test_first_occurrences_in_order(codes: list[int], bits: int) -> None:
-    """Both ways (packed keys, and the argsort for codes too wide to pack) agree with a dict."""
-    fresh, at, rank = visited.in_first_occurrence_order(np.array(codes, dtype=np.int64), bits)
-    expected = {c: codes.index(c) for c in dict.fromkeys(codes)}
-    assert fresh.tolist() == list(expected)
-    assert at.tolist() == list(expected.values())
-    assert rank.tolist() == [list(expected).index(c) for c in codes]
 
 
 def test_a_limit_stops_the_batches_with_how_far_they_got() -> None:

@@ -114,7 +114,11 @@ class DenseIndex:
 
 
 class CodeIndex:
-    """Codes to configuration numbers; ``lookup`` gives -1 for a code not yet inserted."""
+    """Codes to configuration numbers; ``lookup`` gives -1 for a code not yet inserted.
+
+    It starts, and grows once half its slots are in use, to the least power of two of slots
+    (at least 1,024, and on growing at least twice as many) that holds the codes expected, or
+    held, in under a quarter of them: a batch's probes stay short, a move is rare."""
 
     def __init__(self, expected: int = 0) -> None:
         self.size = 0
