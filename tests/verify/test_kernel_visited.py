@@ -17,7 +17,7 @@ from agentfsm.verify.kernel import visited
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-SPAN = 1000   # not a whole number of pages: the last code sits on a partly used page
+SPAN = 1001   # not a whole number of pages (of 4 codes here, of 1,024 as shipped): the last code's page is partly used
 
 # Operations on a visited set: ("batch", codes, numbers), ("one", code, number).
 Operation = tuple[str, list[int], list[int]]
@@ -31,7 +31,7 @@ def operations(draw: st.DrawFn, top: int, number_top: int) -> list[Operation]:
     ops: list[Operation] = []
     at = 0
     while at < len(codes):
-        size = draw(st.integers(0, 60))
+        size = draw(st.integers(0, 12))
         if draw(st.booleans()):
             ops.append(("batch", codes[at:at + size], numbers[at:at + size]))
         else:
@@ -148,33 +148,42 @@ def least_room(codes: int, at_least: int) -> int:
 def test_the_hash_table_grows_at_half_full_to_under_a_quarter_full(expected: int) -> None:
     """It starts with the least room for ``expected`` codes in under a quarter of its slots
     (at least 1,024), fills a code at a time up to half its slots, and on the code that
-    would pass half grows to the least room at least twice as large."""
+    would pass half grows to the least room for what it holds (more than twice as large)."""
     index = visited.CodeIndex(expected)
     start = len(index.keys)
     assert start == least_room(expected, 1024)
-    index.insert(np.arange(expected, dtype=np.int64), np.arange(expected, dtype=np.int64))
+    index.insert(np.arange(expected, dtype=np.int64) << 20, np.arange(expected, dtype=np.int64))
     while 2 * (index.size + 1) <= len(index.keys):
-        index[index.size] = index.size
+        index[index.size << 20] = index.size
     assert len(index.keys) == start and index.lookup(np.array([-5, 1 << 40])).tolist() == [-1, -1]
     assert index.get(-5) is None and index.get(1 << 40) is None
-    index[index.size] = index.size
-    assert len(index.keys) == least_room(index.size, 2 * start)
+    index[index.size << 20] = index.size
+    assert len(index.keys) == least_room(index.size, 1024) > 2 * start
     check_table(index)
-    assert index.lookup(np.arange(index.size)).tolist() == list(range(index.size))
+    assert index.lookup(np.arange(index.size) << 20).tolist() == list(range(index.size))
+    assert [index.get(k << 20) for k in range(index.size)] == list(range(index.size))
 
 
 def test_a_batch_that_would_pass_half_grows_the_table_first() -> None:
+    """Codes and numbers differ (code = number * 2**20 + 3), so that a move that mixes them up shows."""
     index = visited.CodeIndex()
     half = len(index.keys) // 2
-    index.insert(np.arange(half, dtype=np.int64), np.arange(half, dtype=np.int64))
+
+    def add(low: int, high: int) -> None:
+        numbers = np.arange(low, high, dtype=np.int64)
+        index.insert((numbers << 20) + 3, numbers)
+
+    add(0, half)
     assert len(index.keys) == 2 * half
-    index.insert(np.array([half], dtype=np.int64), np.array([half], dtype=np.int64))
-    assert len(index.keys) == least_room(half + 1, 4 * half)
-    big = 10 * len(index.keys)
-    index.insert(np.arange(half + 1, big, dtype=np.int64), np.arange(half + 1, big, dtype=np.int64))
-    assert len(index.keys) == least_room(big, 2 * 4 * half)
+    add(half, half + 1)
+    assert len(index.keys) == least_room(half + 1, 1024)
+    big = 7000   # 4 * 7000 and 5 * 7000 lie on either side of 2**15: the room is exact
+    add(half + 1, big)
+    assert len(index.keys) == least_room(big, 1024)
     check_table(index)
-    assert index.lookup(np.arange(big)).tolist() == list(range(big))
+    codes = (np.arange(big, dtype=np.int64) << 20) + 3
+    assert index.lookup(codes).tolist() == list(range(big))
+    assert [index.get(int(c)) for c in codes[::97]] == list(range(0, big, 97))
 
 
 class Recorded:
@@ -228,6 +237,9 @@ def test_the_watched_array_moves_once_its_pages_cost_more_than_32_bytes_a_code(
     """Past the floor (set to 0 here), pages of 4 KiB stay while they hold 128 codes each (32
     bytes a code, what the hash table costs at least) and move on a page that holds fewer."""
     monkeypatch.setattr(visited, "DENSE_FLOOR", 0)
+    short = visited.DenseIndex(1 << 20, watched=True)   # 4 pages, 511 codes: 32.06 bytes a code
+    short.insert(np.arange(0, 4 << 10, 8, dtype=np.int64)[1:], np.arange(511, dtype=np.int64))
+    assert short.hashed is not None
     index = visited.DenseIndex(1 << 20, watched=True)
     full = np.arange(0, 4 << 10, 8, dtype=np.int64)   # 4 pages of 1,024 slots, 128 codes each
     index.insert(full, np.arange(len(full), dtype=np.int64))
@@ -239,6 +251,17 @@ def test_the_watched_array_moves_once_its_pages_cost_more_than_32_bytes_a_code(
         index.insert(np.array([last], dtype=np.int64), np.array([len(full)], dtype=np.int64))
     assert index.hashed is not None
     assert index.lookup(np.append(full, last)).tolist() == list(range(len(full) + 1))
+
+
+def test_a_moved_array_adds_and_answers_through_its_hash_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    small_pages(monkeypatch)
+    index = visited.DenseIndex(SPAN, watched=True)
+    index.insert(np.arange(0, 20, 4, dtype=np.int64), np.arange(5, dtype=np.int64))   # 5 pages, 5 codes: moved
+    assert index.hashed is not None
+    index.insert(np.array([1000, 1], dtype=np.int64), np.array([7, 0], dtype=np.int64))
+    index[2] = 9
+    assert index.lookup(np.array([0, 4, 16, 1000, 1, 2, 3])).tolist() == [0, 1, 4, 7, 0, 9, -1]
+    assert [index.get(c) for c in (1000, 1, 2, 3)] == [7, 0, 9, None]
 
 
 def test_codes_on_pages_already_in_use_cost_no_page(monkeypatch: pytest.MonkeyPatch) -> None:

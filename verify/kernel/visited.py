@@ -116,9 +116,9 @@ class DenseIndex:
 class CodeIndex:
     """Codes to configuration numbers; ``lookup`` gives -1 for a code not yet inserted.
 
-    It starts, and grows once half its slots are in use, to the least power of two of slots
-    (at least 1,024, and on growing at least twice as many) that holds the codes expected, or
-    held, in under a quarter of them: a batch's probes stay short, a move is rare."""
+    It starts, and grows once more than half its slots would be in use, to the least power of
+    two of slots (at least 1,024 to start) that holds the codes expected, or held, in under a
+    quarter of them: a batch's probes stay short, a move is rare."""
 
     def __init__(self, expected: int = 0) -> None:
         self.size = 0
@@ -178,7 +178,7 @@ class CodeIndex:
         if 2 * (self.size + len(codes)) > len(self.keys):
             live = self.keys != EMPTY
             old_keys, old_values = self.keys[live], self.values[live]
-            self._allocate(max(self.bits + 1, (4 * (self.size + len(codes))).bit_length()))
+            self._allocate((4 * (self.size + len(codes))).bit_length())   # more than twice the slots
             self.size = 0
             self._place(old_keys, old_values)
         self._place(codes, numbers)
