@@ -131,3 +131,45 @@ def test_spin_counts_a_crash_that_resets_what_is_not_durable(tmp_path: Path) -> 
                                           "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n")
     system = load_system(tmp_path / "system.yaml")
     assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+
+
+SOURCE = """format: 1
+machine: source
+variables:
+  k: {type: int, min: 0, max: 3, init: 0}
+  w: {type: int, min: 0, max: 256, init: 0}
+states: {Idle: {initial: true}}
+events: {Go: {}, Flip: {}}
+actions: {Send: {}}
+transitions:
+  - {from: Idle, on: Go, when: k < 3, to: Idle, set: {k: k + 1}, emit: [Send]}
+  - {from: Idle, on: Flip, to: Idle, set: {w: 256 - w}}
+"""
+SINK = """format: 1
+machine: sink
+variables: {n: {type: int, min: 0, max: 1, init: 0}}
+states: {Open: {initial: true}, Shut: {final: true}}
+events: {Ping: {}, Close: {}}
+transitions:
+  - {from: Open, on: Ping, when: n < 1, to: Open, set: {n: n + 1}}
+  - {from: Open, on: Close, to: Shut}
+"""
+
+
+@needs_spin
+@pytest.mark.parametrize("fault", ["none", "duplicate", "stall"])
+def test_spin_counts_messages_taken_by_rows_past_them_and_when_finished(fault: str, tmp_path: Path) -> None:
+    """A sink takes a Ping by its row while the row's guard holds, takes and ignores one
+    past it, and takes and ignores what reaches it once it is finished; the source's ``w``
+    flips between 0 and 256 (past a byte, through the temporary of its update). With a
+    duplicated message, and with a stall of the sink and its wake."""
+    (tmp_path / "source.yaml").write_text(SOURCE)
+    (tmp_path / "sink.yaml").write_text(SINK)
+    faults = {"none": "", "duplicate": "faults:\n  duplicate: {max: 1}\n",
+              "stall": "faults:\n  stall: {instances: [sink], max: 1}\n  crash: {instances: [source], max: 1}\n"}
+    (tmp_path / "system.yaml").write_text(
+        "format: 1\nsystem: sink\ninstances:\n  source: {table: source.yaml}\n  sink: {table: sink.yaml}\n"
+        "mailbox: {capacity: 2}\nlinks:\n  - {from: source, action: Send, to: sink, event: Ping}\n"
+        f"environment:\n  source: [Go, Flip]\n  sink: [Close]\n{faults[fault]}")
+    system = load_system(tmp_path / "system.yaml")
+    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
