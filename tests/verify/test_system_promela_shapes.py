@@ -12,6 +12,7 @@ import pytest
 from agentfsm.spec.system_load import load_system
 from agentfsm.spec.system_model import System
 from agentfsm.verify.spin.system_promela import ExportError, export_system_promela
+from agentfsm.verify.system.checks import run_system_checks
 from agentfsm.verify.system.explore import explore_system
 from spin_support import needs_spin, spin_system
 
@@ -173,3 +174,19 @@ def test_spin_counts_messages_taken_by_rows_past_them_and_when_finished(fault: s
         f"environment:\n  source: [Go, Flip]\n  sink: [Close]\n{faults[fault]}")
     system = load_system(tmp_path / "system.yaml")
     assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+
+
+@needs_spin
+def test_spin_fails_where_an_instance_breaks_its_own_tables_invariant(tmp_path: Path) -> None:
+    """Two instances of a table with an invariant; only the second can break it."""
+    (tmp_path / "low.yaml").write_text(
+        "format: 1\nmachine: low\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
+        "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n"
+        "invariants:\n  - {name: low, expr: n < 1}\n")
+    (tmp_path / "system.yaml").write_text("format: 1\nsystem: low\ninstances:\n  a: {table: low.yaml}\n"
+                                          "  b: {table: low.yaml}\nenvironment:\n  b: [go]\n")
+    system = load_system(tmp_path / "system.yaml")
+    checks = run_system_checks(explore_system(system, symmetry=False)).checks
+    assert {c.kind for c in checks if not c.ok} == {"invariant"}
+    run = spin_system(system, tmp_path / "spin", assertions=True)
+    assert run.errors == 1 and "assertion violated" in run.output and "v1_n<1" in run.output.replace(" ", "")
