@@ -93,12 +93,18 @@ TESTS: dict[str, tuple[str, ...]] = {
     "verify/conformance/vectors.py": ("tests/verify/test_conformance_vectors_edges.py",
                                       "tests/verify/test_conformance_vectors.py"),
     "verify/table/ahead.py": ("tests/verify/test_verify_ahead.py",),
+    "verify/table/batched.py": ("tests/verify/test_verify_batched_parts.py",
+                                "tests/verify/test_verify_explore_levels.py",
+                                "tests/verify/test_verify_without_edges.py"),
+    "verify/kernel/visited.py": ("tests/verify/test_kernel_visited.py",),
     "impl/stores/sqlite.py": ("tests/impl/test_sqlite_store.py", "tests/impl/test_store_conformance.py"),
     "impl/workers/worker.py": ("tests/impl/test_worker.py",),
     "impl/stores/postgres.py": ("tests/impl/test_postgres_store.py", "tests/impl/test_store_conformance.py"),
     "verify/system/rows.py": ("tests/verify/test_system_levels.py", "tests/verify/test_system_steps.py"),
     "verify/spin/promela.py": ("tests/verify/test_promela_export.py", "tests/verify/test_system_promela_shapes.py",
                                "tests/verify/test_verify_promela.py"),
+    "verify/spin/system_promela.py": ("tests/verify/test_system_promela_export.py",
+                                      "tests/verify/test_system_promela_shapes.py"),
 }
 # The package's source directories and where each sits in the installed package.
 PACKAGE = {"agentfsm": "", "spec": "spec", "impl": "impl", "verify": "verify", "faults": "faults",
