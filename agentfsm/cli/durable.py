@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import resource
 import signal
@@ -217,6 +218,8 @@ def check_run_options(args: argparse.Namespace) -> None:
         raise BadInput(f"--run-id {args.run_id}: a sub-agent's child run; resume the run whose effect "
                        f"{parent_effect(args.run_id)} it is, which resumes it")
     args.lease = 15.0 if args.lease is None else args.lease
+    if not 0 < args.lease < math.inf:   # NaN too
+        raise BadInput(f"--lease must be positive and finite, not {args.lease}")
 
 
 def _open_run_store(args: argparse.Namespace) -> Store:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import signal
 import socket
@@ -169,8 +170,10 @@ def tool_factory(args: argparse.Namespace) -> ToolFactory:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    if args.concurrency < 1 or not args.lease > 0 or not args.poll > 0 or args.snapshot_every < 0:  # NaN too
-        raise BadInput("--concurrency must be 1 or more; --lease and --poll positive; --snapshot-every 0 or more")
+    if args.concurrency < 1 or not 0 < args.lease < math.inf or not 0 < args.poll < math.inf \
+            or args.snapshot_every < 0:   # NaN too; an endless lease would hold a dead worker's runs for ever
+        raise BadInput("--concurrency must be 1 or more; --lease and --poll positive (and finite); "
+                       "--snapshot-every 0 or more")
     tables = {t.machine: t for t in load_tables(args.tables, args.overrides)}
     factory = tool_factory(args)
     for table in tables.values():

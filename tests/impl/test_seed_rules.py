@@ -494,6 +494,16 @@ def test_durable_options_without_store_are_bad_input(machine: str, option: list[
     assert code == 2 and f"{option[0]} needs --store" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("lease", ["0", "-1", "nan", "inf"])
+def test_a_lease_that_cannot_hold_or_never_ends_is_bad_input(lease: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """0 or less lets another process take the run while this one acts on it; NaN failed in the
+    store's schema; an endless lease crashed the renewing thread and would hold a dead run for ever."""
+    code, err = _run_agent("loom-agent", tmp_path, capsys, "--store", str(tmp_path / "j.db"), "--lease", lease)
+    assert code == 2 and "--lease must be positive and finite" in err and "Traceback" not in err, err
+    assert not (tmp_path / "j.db").exists()
+
+
 @pytest.mark.parametrize("option", [["--model", "m"], ["--llm-timeout", "5"]], ids=lambda o: o[0])
 def test_model_options_without_openai_are_bad_input(option: list[str], tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:

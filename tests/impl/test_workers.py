@@ -240,6 +240,8 @@ def test_cli_submit_worker_jobs(pg_url: str, schema: str, tmp_path: Path, capsys
     (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--concurrency", "0"], "--concurrency"),
     (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--ledger", "x", "--poll", "nan"], "--poll positive"),
     (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--ledger", "x", "--lease", "nan"], "--lease and"),
+    (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--ledger", "x", "--lease", "inf"], "--lease and"),
+    (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--ledger", "x", "--poll", "inf"], "--poll positive"),
     (["worker", str(COUNTER), "--store", "postgresql://u@h/d", "--tools", "nosuchmodule:f"], "--tools"),
     (["submit", str(COUNTER), "--store", "postgresql://u@h/d", "--script", "/nonexistent"], "cannot read"),
 ])
