@@ -12,6 +12,7 @@ from agentfsm.verify.spin import runner as spin
 from agentfsm.verify.table.explore import explore
 from conftest import SPEC, TABLES
 from json_envelope import enveloped
+from spin_support import needs_spin
 from verify_tables import HEADER
 
 from agentfsm.cli import main
@@ -110,7 +111,6 @@ def test_export_promela(broken: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "active proctype machine()" in out and "d_step" in out
 
 
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
 
 
 @needs_spin

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from agentfsm.spec import load_table
 from agentfsm.spec.system_load import load_system
 from agentfsm.verify.spin import runner as spin
 from agentfsm.verify.spin.system_promela import export_system_promela
 from agentfsm.verify.system.explore import explore_system
 from agentfsm.verify.table.explore import explore
+from spin_support import needs_spin
 
 FIXTURES = Path(__file__).resolve().parent.parent / "systems"
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
 
 
 @needs_spin

@@ -14,9 +14,9 @@ from agentfsm.verify.spin import runner as spin
 from agentfsm.verify.spin.promela import INT_MAX, INT_MIN, PromelaLimit, _state_type, export_promela
 from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import explore
+from spin_support import needs_spin
 from verify_tables import table
 
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
 # The verifier's checks that the export turns into Spin assertions.
 SAFETY = {"determinism", "bounds", "transient", "invariant"}
 

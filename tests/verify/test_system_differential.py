@@ -14,6 +14,7 @@ from agentfsm.verify.spin.system_promela import export_system_promela
 from agentfsm.verify.system.explore import explore_system
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from spin_support import needs_spin
 from system_checker import SystemChecker
 from system_strategies import drawn_system
 
@@ -34,7 +35,6 @@ def test_explorer_reaches_exactly_the_interleaving_closure(data: st.DataObject) 
         assert set(reduced.configs) == {checker.representative(c) for c in expected}
 
 
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
 
 
 def _spin_states(system: System, tmp: Path) -> int:

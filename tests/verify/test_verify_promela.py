@@ -13,10 +13,9 @@ from agentfsm.verify.spin.promela import MAX_CHOICES, PromelaLimit, export_prome
 from agentfsm.verify.table.checks import run_checks
 from agentfsm.verify.table.explore import explore
 from hypothesis import HealthCheck, given, settings
+from spin_support import needs_spin
 from strategies_tables import tables
 from verify_tables import table
-
-needs_spin = pytest.mark.skipif(not spin.available(), reason="spin and gcc are not installed")
 
 
 def agree(t: Table, workdir: Path) -> spin.SpinRun:
