@@ -187,3 +187,20 @@ def test_a_limit_reads_as_its_reason() -> None:
     from agentfsm.verify.table.explore import ExplorationLimit
     stop = ExplorationLimit("more than 9 configurations", 10, 12, 3)
     assert str(stop) == "more than 9 configurations" and stop.args == ("more than 9 configurations",)
+
+
+def test_memory_running_out_before_the_first_chunk_reports_the_initial_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """How far it got, before any chunk reported: the initial configuration, no transition,
+    depth 0."""
+    from agentfsm.spec import load_table
+    from agentfsm.verify.table import explore
+
+    def no_room(*args: object, **kwargs: object) -> int:
+        raise MemoryError
+
+    monkeypatch.setattr(explore, "_scalar", no_room)
+    with pytest.raises(explore.ExplorationLimit) as stopped:
+        explore.explore(load_table(write(tmp_path, "count.yaml", COUNTER)))
+    assert (stopped.value.reason, stopped.value.configurations, stopped.value.transitions,
+            stopped.value.depth) == ("out of memory", 1, 0, 0)
