@@ -210,3 +210,23 @@ def test_parents_are_read_off_a_breadth_first_numbering_and_refuse_any_other() -
         ahead.parents(offsets, np.array([2, 1, 3, 0], dtype=np.int64), labels)
     with pytest.raises(AssertionError):   # 3 met from 3 itself, never from an earlier one
         ahead.parents(np.array([0, 1, 2, 3, 4], dtype=np.int64), np.array([1, 2, 2, 3], dtype=np.int64), labels)
+
+
+def test_closing_a_guess_stops_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guess whose closed set passes the limit is dropped as soon as it does: its closing
+    stops there, rather than closing the whole guess first."""
+    stops: list[int] = []
+    real = explore_module._run
+
+    def spy(ex: Exploration, progress: object, limit: int | None, seeds: object = None) -> None:
+        try:
+            real(ex, progress, limit, seeds)   # type: ignore[arg-type]
+        except ExplorationLimit:
+            if seeds is not None:
+                stops.append(limit or 0)
+            raise
+
+    monkeypatch.setattr(explore_module, "_run", spy)
+    with pytest.raises(ExplorationLimit):
+        explored(grown(3000), explore_module.AHEAD_AT, limit=30_000)
+    assert stops
