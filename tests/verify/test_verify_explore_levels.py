@@ -193,6 +193,34 @@ transitions:
 """
 
 
+FAR = b"""format: 1
+machine: far
+variables:
+  a: {type: int, min: 0, max: 9, init: 0}
+  b: {type: int, min: 0, max: 9, init: 0}
+  c: {type: int, min: 0, max: 9, init: 0}
+  d: {type: int, min: 0, max: 9, init: 0}
+  big: {type: int, min: 0, max: 1180591620717411303424, init: 0}
+states: {S: {initial: true}}
+events: {A: {}, B: {}, C: {}, D: {}, Flip: {}}
+transitions:
+  - {from: S, on: A, when: a < 9, to: S, set: {a: a + 1}}
+  - {from: S, on: B, when: b < 9, to: S, set: {b: b + 1}}
+  - {from: S, on: C, when: c < 9, to: S, set: {c: c + 1}}
+  - {from: S, on: D, when: d < 9, to: S, set: {d: d + 1}}
+  - {from: S, on: Flip, to: S, set: {big: 1180591620717411303424 - big}}
+"""
+
+
+def test_a_wide_space_the_batches_cannot_take_stays_in_the_scalar_loop() -> None:
+    """Codes past 63 bits (``big`` flips between 0 and 2**70): however wide the queue grows
+    (past the shipped ``LEVEL_MIN``), the batches are never started."""
+    table = load_table_bytes(FAR, "far.yaml")
+    assert not batched.applicable(table, 5)
+    ex = explore(table)
+    assert ex.count == 2 * 10 ** 4 and ex.code_index is None and isinstance(ex.codes, list)
+
+
 @pytest.mark.usefixtures("switch")
 def test_a_single_enabled_row_past_its_upper_bound_goes_to_the_fallback() -> None:
     """The one enabled row overflows ``n`` at its top: the batches must not pack 4 into a
