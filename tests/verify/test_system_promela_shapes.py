@@ -26,23 +26,34 @@ transitions:
 """
 
 
+def written(tmp: Path, system: str, **tables: str) -> System:
+    """The system (its YAML text) over the tables named by file stem, written into ``tmp`` and loaded."""
+    for stem, text in tables.items():
+        (tmp / f"{stem}.yaml").write_text(text)
+    (tmp / "system.yaml").write_text(system)
+    return load_system(tmp / "system.yaml")
+
+
+def counted_alike(system: System, tmp: Path) -> int:
+    """The configurations the explorer finds without symmetry, once Spin has counted as many."""
+    count = len(explore_system(system, symmetry=False).configs)
+    assert spin_system(system, tmp / "spin").states == count
+    return count
+
+
 def _picking(tmp: Path, members: int, sends: int) -> System:
     """A sender whose step sends ``sends`` messages to any member of a group: ``sends - 1`` from
     its row, one more from the eventless row of the transient state it lands in."""
     actions = [f"A{k}" for k in range(sends)]
-    (tmp / "bell.yaml").write_text(BELL)
-    (tmp / "sender.yaml").write_text(
-        "format: 1\nmachine: sender\n"
-        "states: {Idle: {initial: true}, T: {transient: true}, Done: {final: true}}\nevents: {Go: {}}\n"
-        f"actions: {{{', '.join(f'{a}: {{}}' for a in actions)}}}\ntransitions:\n"
-        f"  - {{from: Idle, on: Go, to: T, emit: [{', '.join(actions[:-1])}]}}\n"
-        f"  - {{from: T, to: Done, emit: [{actions[-1]}]}}\n")
+    sender = ("format: 1\nmachine: sender\n"
+              "states: {Idle: {initial: true}, T: {transient: true}, Done: {final: true}}\nevents: {Go: {}}\n"
+              f"actions: {{{', '.join(f'{a}: {{}}' for a in actions)}}}\ntransitions:\n"
+              f"  - {{from: Idle, on: Go, to: T, emit: [{', '.join(actions[:-1])}]}}\n"
+              f"  - {{from: T, to: Done, emit: [{actions[-1]}]}}\n")
     links = "".join(f'  - {{from: s, action: {a}, to: "g[any]", event: Ring}}\n' for a in actions)
-    (tmp / "system.yaml").write_text(
-        "format: 1\nsystem: picks\ninstances:\n  s: {table: sender.yaml}\n"
-        f"  g: {{table: bell.yaml, count: {members}}}\nmailbox: {{capacity: {sends}}}\n"
-        f"links:\n{links}environment:\n  s: [Go]\n")
-    return load_system(tmp / "system.yaml")
+    return written(tmp, "format: 1\nsystem: picks\ninstances:\n  s: {table: sender.yaml}\n"
+                        f"  g: {{table: bell.yaml, count: {members}}}\nmailbox: {{capacity: {sends}}}\n"
+                        f"links:\n{links}environment:\n  s: [Go]\n", bell=BELL, sender=sender)
 
 
 def test_a_step_is_copied_once_per_choice_of_members_up_to_256(tmp_path: Path) -> None:
@@ -59,18 +70,14 @@ def test_more_than_256_copies_are_refused(tmp_path: Path) -> None:
 
 @needs_spin
 def test_spin_counts_the_steps_that_pick_members_alike(tmp_path: Path) -> None:
-    system = _picking(tmp_path, members=2, sends=3)
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+    counted_alike(_picking(tmp_path, members=2, sends=3), tmp_path)
 
 
 @needs_spin
 def test_spin_counts_a_system_whose_instance_has_nothing_to_do(tmp_path: Path) -> None:
-    (tmp_path / "quiet.yaml").write_text("format: 1\nmachine: quiet\nstates: {Idle: {initial: true}}\n"
-                                         "events: {}\ntransitions: []\n")
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: quiet\ninstances:\n  a: {table: quiet.yaml}\n"
-                                          "faults:\n  crash: {max: 1}\n")
-    system = load_system(tmp_path / "system.yaml")
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+    quiet = "format: 1\nmachine: quiet\nstates: {Idle: {initial: true}}\nevents: {}\ntransitions: []\n"
+    counted_alike(written(tmp_path, "format: 1\nsystem: quiet\ninstances:\n  a: {table: quiet.yaml}\n"
+                                    "faults:\n  crash: {max: 1}\n", quiet=quiet), tmp_path)
 
 
 @needs_spin
@@ -78,23 +85,20 @@ def test_spin_counts_an_instance_of_more_than_256_states(tmp_path: Path) -> None
     names = [f"S{i}" for i in range(300)]
     states = ", ".join(f"{n}: {{{'initial: true' if i == 0 else ''}}}" for i, n in enumerate(names))
     rows = "".join(f"  - {{from: {a}, on: next, to: {b}}}\n" for a, b in itertools.pairwise(names))
-    (tmp_path / "long.yaml").write_text(f"format: 1\nmachine: long\nstates: {{{states}}}\nevents: {{next: {{}}}}\n"
-                                        f"transitions:\n{rows}")
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: long\ninstances:\n  a: {table: long.yaml}\n"
-                                          "environment:\n  a: [next]\n")
-    system = load_system(tmp_path / "system.yaml")
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs) == 300
+    long = f"format: 1\nmachine: long\nstates: {{{states}}}\nevents: {{next: {{}}}}\ntransitions:\n{rows}"
+    system = written(tmp_path, "format: 1\nsystem: long\ninstances:\n  a: {table: long.yaml}\n"
+                               "environment:\n  a: [next]\n", long=long)
+    assert counted_alike(system, tmp_path) == 300
 
 
 def test_a_value_past_32_bits_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "wide.yaml").write_text(
-        "format: 1\nmachine: wide\nvariables: {n: {type: int, min: 0, max: 5000000000, init: 0}}\n"
-        "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n")
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: wide\ninstances:\n  a: {table: wide.yaml}\n"
-                                          "environment:\n  a: [go]\n")
+    wide = ("format: 1\nmachine: wide\nvariables: {n: {type: int, min: 0, max: 5000000000, init: 0}}\n"
+            "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n")
+    system = written(tmp_path, "format: 1\nsystem: wide\ninstances:\n  a: {table: wide.yaml}\n"
+                               "environment:\n  a: [go]\n", wide=wide)
     refused = "a: variable n ranges over 0..5000000000, outside Promela's 32-bit int"
     with pytest.raises(ExportError, match=re.escape(refused)):
-        export_system_promela(load_system(tmp_path / "system.yaml"))
+        export_system_promela(system)
 
 
 LOOPER = """format: 1
@@ -115,23 +119,17 @@ transitions:
 
 @needs_spin
 def test_spin_settles_a_chain_longer_than_the_transient_states(tmp_path: Path) -> None:
-    (tmp_path / "looper.yaml").write_text(LOOPER)
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: loop\ninstances:\n  a: {table: looper.yaml}\n"
-                                          "environment:\n  a: [go, back]\n")
-    system = load_system(tmp_path / "system.yaml")
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+    counted_alike(written(tmp_path, "format: 1\nsystem: loop\ninstances:\n  a: {table: looper.yaml}\n"
+                                    "environment:\n  a: [go, back]\n", looper=LOOPER), tmp_path)
 
 
 @needs_spin
 def test_spin_counts_a_crash_that_resets_what_is_not_durable(tmp_path: Path) -> None:
-    (tmp_path / "once.yaml").write_text(
-        "format: 1\nmachine: once\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
-        "states: {A: {initial: true}, B: {}}\nevents: {go: {}}\ntransitions:\n"
-        "  - {from: A, on: go, when: n == 0, to: B, set: {n: 1}}\n")
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: once\ninstances:\n  a: {table: once.yaml}\n"
-                                          "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n")
-    system = load_system(tmp_path / "system.yaml")
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+    once = ("format: 1\nmachine: once\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
+            "states: {A: {initial: true}, B: {}}\nevents: {go: {}}\ntransitions:\n"
+            "  - {from: A, on: go, when: n == 0, to: B, set: {n: 1}}\n")
+    counted_alike(written(tmp_path, "format: 1\nsystem: once\ninstances:\n  a: {table: once.yaml}\n"
+                                    "environment:\n  a: [go]\nfaults:\n  crash: {max: 1}\n", once=once), tmp_path)
 
 
 SOURCE = """format: 1
@@ -164,28 +162,23 @@ def test_spin_counts_messages_taken_by_rows_past_them_and_when_finished(fault: s
     past it, and takes and ignores what reaches it once it is finished; the source's ``w``
     flips between 0 and 256 (past a byte, through the temporary of its update). With a
     duplicated message, and with a stall of the sink and its wake."""
-    (tmp_path / "source.yaml").write_text(SOURCE)
-    (tmp_path / "sink.yaml").write_text(SINK)
     faults = {"none": "", "duplicate": "faults:\n  duplicate: {max: 1}\n",
               "stall": "faults:\n  stall: {instances: [sink], max: 1}\n  crash: {instances: [source], max: 1}\n"}
-    (tmp_path / "system.yaml").write_text(
-        "format: 1\nsystem: sink\ninstances:\n  source: {table: source.yaml}\n  sink: {table: sink.yaml}\n"
+    system = written(
+        tmp_path, "format: 1\nsystem: sink\ninstances:\n  source: {table: source.yaml}\n  sink: {table: sink.yaml}\n"
         "mailbox: {capacity: 2}\nlinks:\n  - {from: source, action: Send, to: sink, event: Ping}\n"
-        f"environment:\n  source: [Go, Flip]\n  sink: [Close]\n{faults[fault]}")
-    system = load_system(tmp_path / "system.yaml")
-    assert spin_system(system, tmp_path / "spin").states == len(explore_system(system, symmetry=False).configs)
+        f"environment:\n  source: [Go, Flip]\n  sink: [Close]\n{faults[fault]}", source=SOURCE, sink=SINK)
+    counted_alike(system, tmp_path)
 
 
 @needs_spin
 def test_spin_fails_where_an_instance_breaks_its_own_tables_invariant(tmp_path: Path) -> None:
     """Two instances of a table with an invariant; only the second can break it."""
-    (tmp_path / "low.yaml").write_text(
-        "format: 1\nmachine: low\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
-        "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n"
-        "invariants:\n  - {name: low, expr: n < 1}\n")
-    (tmp_path / "system.yaml").write_text("format: 1\nsystem: low\ninstances:\n  a: {table: low.yaml}\n"
-                                          "  b: {table: low.yaml}\nenvironment:\n  b: [go]\n")
-    system = load_system(tmp_path / "system.yaml")
+    low = ("format: 1\nmachine: low\nvariables: {n: {type: int, min: 0, max: 1, init: 0}}\n"
+           "states: {A: {initial: true}}\nevents: {go: {}}\ntransitions:\n  - {from: A, on: go, to: A, set: {n: 1}}\n"
+           "invariants:\n  - {name: low, expr: n < 1}\n")
+    system = written(tmp_path, "format: 1\nsystem: low\ninstances:\n  a: {table: low.yaml}\n"
+                               "  b: {table: low.yaml}\nenvironment:\n  b: [go]\n", low=low)
     checks = run_system_checks(explore_system(system, symmetry=False)).checks
     assert {c.kind for c in checks if not c.ok} == {"invariant"}
     run = spin_system(system, tmp_path / "spin", assertions=True)
