@@ -47,12 +47,6 @@ def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(visited, "SPARSE_BYTES", 4)
 
 
-def make(kind: str, expected: int) -> visited.DenseIndex | visited.CodeIndex:
-    if kind == "hashed":
-        return visited.CodeIndex(expected)
-    return visited.DenseIndex(SPAN, watched=kind == "watched")
-
-
 def absent_codes(added: dict[int, int], top: int) -> list[int]:
     near = {c + d for c in added for d in (-1, 1)} | {0, top - 1}
     return sorted(c for c in near if 0 <= c < top and c not in added)
@@ -95,8 +89,7 @@ def test_an_array_answers_as_a_dict_does(ops: list[Operation], kind: str, monkey
     moves to the hash table past four 4-code pages and goes on answering the same. (The
     fixture only sets module constants, the same for every example.)"""
     small_pages(monkeypatch)
-    index = make(kind, 0)
-    assert isinstance(index, visited.DenseIndex)
+    index = visited.DenseIndex(SPAN, watched=kind == "watched")
     moved = False
     for added in apply(index, ops, SPAN):
         pages = len({c >> 2 for c in added})
@@ -114,7 +107,6 @@ def test_the_hash_table_answers_as_a_dict_does(ops: list[Operation], expected: i
     """Codes over all 63 bits (the hash uses the top bits of a 64-bit product), batches and
     single codes mixed, so a code placed by the batch path is found by the scalar one."""
     index = visited.CodeIndex(expected)
-    assert isinstance(index, visited.CodeIndex)
     for _ in apply(index, ops, 1 << 63):
         pass
 
