@@ -5,8 +5,8 @@ temporary copy of the package, never into the working tree, and run against that
 files (``pytest -x``, the fast files that exercise it), with a timeout. A mutant is *killed* when
 a test fails, *survives* when all pass, *times out* when the run outlasts its timeout (counted as
 detected). A mutant first runs only the tests that execute its line (measured once per module
-with coverage, tests/mutation_coverage.py); one that survives them runs the whole list before it
-counts as a survivor, so the selection saves time and decides nothing. Two worker processes
+with coverage, tests/mutation_coverage.py); one that survives them runs the rest of the list
+before it counts as a survivor, so the selection saves time and decides nothing. Two worker processes
 share the mutants; each keeps its own copy of the package and forks a pytest per mutant from a
 process that has already imported the heavy libraries (not agentfsm).
 
@@ -42,6 +42,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+from pytest import ExitCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mutation_coverage
@@ -97,6 +99,11 @@ TESTS: dict[str, tuple[str, ...]] = {
                                 "tests/verify/test_verify_explore_levels.py",
                                 "tests/verify/test_verify_without_edges.py"),
     "verify/kernel/visited.py": ("tests/verify/test_kernel_visited.py",),
+    "verify/table/explore.py": ("tests/verify/test_verify_explore_parts.py", "tests/verify/test_verify_explore.py",
+                                "tests/verify/test_verify_differential.py",
+                                "tests/verify/test_verify_explore_levels.py",
+                                "tests/verify/test_verify_without_edges.py", "tests/verify/test_verify_ahead.py",
+                                "tests/verify/test_verify_limits.py"),
     "impl/stores/sqlite.py": ("tests/impl/test_sqlite_store.py", "tests/impl/test_store_conformance.py"),
     "impl/workers/worker.py": ("tests/impl/test_worker.py",),
     "impl/stores/postgres.py": ("tests/impl/test_postgres_store.py", "tests/impl/test_store_conformance.py"),
@@ -179,10 +186,12 @@ def _in_child(body: Callable[[], int], timeout: float) -> str:
         time.sleep(0.05)
 
 
-def _pytest(tests: list[str]) -> Callable[[], int]:
+def _pytest(tests: list[str], nothing_left: int = int(ExitCode.NO_TESTS_COLLECTED)) -> Callable[[], int]:
+    """A pytest run of ``tests``; ``nothing_left``: its status when every test is deselected."""
     def body() -> int:
         import pytest
-        return int(pytest.main([*PYTEST_ARGS, *tests]))
+        status = int(pytest.main([*PYTEST_ARGS, *tests]))
+        return nothing_left if status == ExitCode.NO_TESTS_COLLECTED else status
     return body
 
 
@@ -227,14 +236,14 @@ def _measure(module: str, timeout: float) -> tuple[str, float, LineMap]:
 
 def _run_one(module: str, source: str, first: list[str], timeouts: tuple[float, float]) -> tuple[str, float]:
     """The mutant against the tests that run its line (``first``), then, if it survives them,
-    against the module's whole list: the selection saves time on kills and decides nothing.
-    ``timeouts``: for the selected tests, for the whole list."""
-    everything = [str(ROOT / t) for t in TESTS[module]]
+    against the rest of the module's whole list: the selection saves time on kills and decides
+    nothing. ``timeouts``: for the selected tests, for the whole list."""
+    rest = [str(ROOT / t) for t in TESTS[module]] + [arg for node in first for arg in ("--deselect", node)]
     started = time.monotonic()
     with _installed(module, source):
         status = _in_child(_pytest([f"{ROOT}/{node}" for node in first]), timeouts[0]) if first else "survived"
         if status == "survived":
-            status = _in_child(_pytest(everything), timeouts[1])
+            status = _in_child(_pytest(rest, nothing_left=0), timeouts[1])
     return status, time.monotonic() - started
 
 

@@ -205,3 +205,18 @@ def test_a_module_whose_code_matches_its_baseline_still_has_every_mutant_the_bas
         now = {m.key for m in mutants(module, (ROOT / module).read_text())}
         named = set(baseline["killed"][module]) | {k for k in baseline["equivalent"] if k.startswith(module + ":")}
         assert named <= now, sorted(named - now)
+
+
+@pytest.mark.parametrize(("deselected", "status"), [((), 1), (("test_two.py::test_fails",), 0),
+                                                    (("test_two.py::test_passes", "test_two.py::test_fails"), 0)])
+def test_a_surviving_mutant_runs_the_rest_of_the_list_and_nothing_left_is_a_pass(
+        tmp_path: Path, deselected: tuple[str, ...], status: int) -> None:
+    """After the tests of its line, a mutant runs its files with those deselected: a test still
+    to run decides (here one that fails), and none left is the survival the first run found."""
+    (tmp_path / "test_two.py").write_text("def test_passes() -> None:\n    pass\n\n\n"
+                                          "def test_fails() -> None:\n    raise AssertionError\n")
+    rest = ["test_two.py", *(arg for node in deselected for arg in ("--deselect", node))]
+    code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import mutation_run; "
+            "from hypothesis import settings; settings.register_profile('mutation'); "   # as a worker does
+            f"sys.exit(mutation_run._pytest({rest!r}, nothing_left=0)())")
+    assert subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True).returncode == status

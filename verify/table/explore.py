@@ -410,6 +410,8 @@ def _run(ex: Exploration, progress: Callable[[int], None] | None, limit: int | N
             if count > cap:
                 raise ExplorationLimit(_past(limit), count, transitions, 0)
             return
+        if finished and last + 1 == reported:   # told already: the loop that ends and its caller both report
+            return
         if finished or last + 1 - reported >= PROGRESS_EVERY or count > cap:
             reported = last + 1
             _report(ex, count, transitions, last, built[1], progress, limit, depth)
