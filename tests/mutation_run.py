@@ -234,11 +234,16 @@ def _measure(module: str, timeout: float) -> tuple[str, float, LineMap]:
         return status, time.monotonic() - started, mutation_coverage.load(out)
 
 
+def rest_of(files: list[str], passed: list[str]) -> list[str]:
+    """pytest's arguments for ``files`` without the tests ``passed`` (node ids, as the line map has them)."""
+    return [*files, *(arg for node in passed for arg in ("--deselect", node))]
+
+
 def _run_one(module: str, source: str, first: list[str], timeouts: tuple[float, float]) -> tuple[str, float]:
     """The mutant against the tests that run its line (``first``), then, if it survives them,
     against the rest of the module's whole list: the selection saves time on kills and decides
     nothing. ``timeouts``: for the selected tests, for the whole list."""
-    rest = [str(ROOT / t) for t in TESTS[module]] + [arg for node in first for arg in ("--deselect", node)]
+    rest = rest_of([str(ROOT / t) for t in TESTS[module]], first)
     started = time.monotonic()
     with _installed(module, source):
         status = _in_child(_pytest([f"{ROOT}/{node}" for node in first]), timeouts[0]) if first else "survived"

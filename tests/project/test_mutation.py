@@ -22,6 +22,7 @@ from mutation_run import (
     plan,
     problems,
     reprinted_lines,
+    rest_of,
     sample,
     scope_fingerprints,
     scope_of,
@@ -215,7 +216,7 @@ def test_a_surviving_mutant_runs_the_rest_of_the_list_and_nothing_left_is_a_pass
     to run decides (here one that fails), and none left is the survival the first run found."""
     (tmp_path / "test_two.py").write_text("def test_passes() -> None:\n    pass\n\n\n"
                                           "def test_fails() -> None:\n    raise AssertionError\n")
-    rest = ["test_two.py", *(arg for node in deselected for arg in ("--deselect", node))]
+    rest = rest_of(["test_two.py"], list(deselected))
     code = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import mutation_run; "
             "from hypothesis import settings; settings.register_profile('mutation'); "   # as a worker does
             f"sys.exit(mutation_run._pytest({rest!r}, nothing_left=0)())")

@@ -199,8 +199,8 @@ def test_the_guess_ahead_runs_for_what_is_left_past_ahead_at_and_only_with_the_b
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A counter still counting past ``AHEAD_AT`` configurations (one more will do) is explored
     ahead (the guess closed by the batches); one of exactly ``AHEAD_AT``, which the scalar loop
-    has finished when it looks, is not: nothing is left to guess. ``LEVEL_MIN`` None is the scalar loop alone, and
-    so no guess ahead either."""
+    has finished when it looks, is not: nothing is left to guess. ``LEVEL_MIN`` None is the
+    scalar loop alone, and so no guess ahead either."""
     used: list[str] = []
     real_run, real_ahead = batched.run, explore_module._ahead
 
